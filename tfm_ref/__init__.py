@@ -1,0 +1,40 @@
+"""tfm_ref — the reference Transformer of "Transformer, Piece by Piece".
+
+Every exercise of the course is graded against these functions and modules, and the same
+package trains the chapter models. Masks are boolean everywhere: **True = may attend**.
+"""
+from .attention import scaled_dot_product_attention, sdpa_attention, softmax
+from .blocks import DecoderBlock, EncoderBlock
+from .config import TransformerConfig
+from .decoding import greedy_decode, lm_generate
+from .feedforward import FeedForward, SwiGLU, swiglu_hidden_size
+from .from_torch import from_torch
+from .heads import merge_heads, repeat_kv, split_heads
+from .kv_cache import AttentionCache, KVCache, kv_cache_bytes
+from .masks import causal_mask, key_mask, padding_mask
+from .multihead import MultiHeadAttention, record_attention
+from .norms import LayerNorm, RMSNorm, layer_norm, rms_norm
+from .positional import (
+    LearnedPositionalEncoding,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    apply_rope,
+    sinusoidal_positional_encoding,
+)
+from .transformer import Decoder, DecoderOnlyLM, Encoder, EncoderDecoderCore, TokenEmbedding, Transformer
+
+__all__ = [
+    "softmax", "scaled_dot_product_attention", "sdpa_attention",
+    "causal_mask", "padding_mask", "key_mask",
+    "split_heads", "merge_heads", "repeat_kv",
+    "kv_cache_bytes", "AttentionCache", "KVCache",
+    "MultiHeadAttention", "record_attention",
+    "sinusoidal_positional_encoding", "SinusoidalPositionalEncoding", "LearnedPositionalEncoding",
+    "RotaryEmbedding", "apply_rope",
+    "FeedForward", "SwiGLU", "swiglu_hidden_size",
+    "LayerNorm", "RMSNorm", "layer_norm", "rms_norm",
+    "EncoderBlock", "DecoderBlock",
+    "TransformerConfig", "Encoder", "Decoder", "EncoderDecoderCore", "Transformer", "DecoderOnlyLM", "TokenEmbedding",
+    "greedy_decode", "lm_generate",
+    "from_torch",
+]
