@@ -5,7 +5,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup sysdeps book book-strict test clean
+.PHONY: setup sysdeps release book book-strict test clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,14 @@ sysdeps:
 	  { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver bubblewrap; }
 
-book: setup
+# The chapters link to the student notebooks, so they are generated first.
+release: setup
+	$(BIN)/python -m autograde release
+
+book: release
 	$(BIN)/jupyter-book build .
 
-book-strict: setup
+book-strict: release
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
 test: setup sysdeps book-strict

@@ -98,26 +98,27 @@ def _copy_ffn(target, source: nn.Module) -> None:
     _copy_linear(target.ffn.down_proj, source.linear2.weight, source.linear2.bias)
 
 
-def _encoder_layer(source: nn.TransformerEncoderLayer) -> EncoderBlock:
+def _new_block(kind: type, source: nn.Module):
+    """A block of ``kind`` with the options of ``source``, its self-attention and FFN weights copied."""
     if not source.self_attn.batch_first:
         raise ValueError("from_torch needs batch_first=True (tfm_ref is batch-first)")
     options = _layer_options(source)
-    target = EncoderBlock(options.pop("d_model"), options.pop("n_heads"), options.pop("d_ff"), **options)
+    target = kind(options.pop("d_model"), options.pop("n_heads"), options.pop("d_ff"), **options)
     target.self_attn = _attention(source.self_attn)
     _copy_ffn(target, source)
+    return target
+
+
+def _encoder_layer(source: nn.TransformerEncoderLayer) -> EncoderBlock:
+    target = _new_block(EncoderBlock, source)
     _copy_norm(target.attn_residual.norm, source.norm1)
     _copy_norm(target.ffn_residual.norm, source.norm2)
     return target
 
 
 def _decoder_layer(source: nn.TransformerDecoderLayer) -> DecoderBlock:
-    if not source.self_attn.batch_first:
-        raise ValueError("from_torch needs batch_first=True (tfm_ref is batch-first)")
-    options = _layer_options(source)
-    target = DecoderBlock(options.pop("d_model"), options.pop("n_heads"), options.pop("d_ff"), **options)
-    target.self_attn = _attention(source.self_attn)
+    target = _new_block(DecoderBlock, source)
     target.cross_attn = _attention(source.multihead_attn)
-    _copy_ffn(target, source)
     _copy_norm(target.self_residual.norm, source.norm1)
     _copy_norm(target.cross_residual.norm, source.norm2)
     _copy_norm(target.ffn_residual.norm, source.norm3)
