@@ -88,7 +88,8 @@ class TokenEmbedding(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         if ids.dtype not in (torch.int32, torch.int64):
             raise ValueError(f"token ids must be integers, got {ids.dtype}")
-        if ids.numel() and (ids.min() < 0 or ids.max() >= self.weight.shape[0]):
+        # the range check reads values (a sync on GPU, a graph break when compiled): eager only
+        if not torch.compiler.is_compiling() and ids.numel() and (ids.min() < 0 or ids.max() >= self.weight.shape[0]):
             raise ValueError(f"token ids must lie in [0, vocab_size={self.weight.shape[0]}), got {ids.min()}..{ids.max()}")
         return nn.functional.embedding(ids, self.weight) * self.scale  # (B, T, D)
 
