@@ -123,3 +123,9 @@ def test_attention_works_without_head_or_batch_dimensions():
 def test_bad_attention_input_raises_a_named_error(attend, args, words):
     with pytest.raises(ValueError, match=words):
         attend(*args)
+
+
+def test_float64_attention_keeps_float64_precision():
+    q, k, v = random_qkv()
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v),
+                               rtol=1e-12, atol=1e-12)

@@ -49,3 +49,9 @@ def test_layer_norm_normalises_each_position_on_its_own():
 def test_bad_norm_arguments_raise_a_named_error(call, words):
     with pytest.raises(ValueError, match=words):
         call()
+
+
+def test_float64_inputs_keep_float64_precision():
+    x = torch.randn(4, 16, dtype=torch.float64) * 3
+    torch.testing.assert_close(layer_norm(x, None, None), nn.functional.layer_norm(x, (16,)), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(rms_norm(x, None, 1e-6), nn.functional.rms_norm(x, (16,), eps=1e-6), rtol=1e-12, atol=1e-12)

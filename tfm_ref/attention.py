@@ -18,6 +18,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .precision import at_least_float32
 from .shapes import check_mask
 
 __all__ = ["softmax", "scaled_dot_product_attention", "sdpa_attention", "ATTENTION_IMPLEMENTATIONS"]
@@ -79,7 +80,7 @@ def scaled_dot_product_attention(
     if mask is not None:
         check_mask(mask, scores.shape)
         scores = scores.masked_fill(~mask, float("-inf"))  # before the softmax, never after
-    weights = softmax(scores.float(), dim=-1).to(q.dtype)  # (…, T, S); each row sums to 1 (or 0)
+    weights = softmax(at_least_float32(scores), dim=-1).to(q.dtype)  # (…, T, S); each row sums to 1 (or 0)
     attended = weights if dropout_p == 0.0 else F.dropout(weights, dropout_p)
     out = attended @ v  # (…, T, Dv)
     return (out, weights) if return_weights else out

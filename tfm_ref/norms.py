@@ -4,7 +4,7 @@
     RMSNorm(x)   = x / √(mean(x²) + ε) · γ                      no centring, no β
 
 Both normalise every position on its own, over the last axis D (BatchNorm would instead
-mix the positions and sequences of a batch). Computed in float32 and cast back.
+mix the positions and sequences of a batch). Computed in at least float32 and cast back.
 
 Shapes: (…, D).
 """
@@ -13,28 +13,29 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .precision import at_least_float32
 from .shapes import check_last_dim, check_positive
 
 __all__ = ["layer_norm", "rms_norm", "LayerNorm", "RMSNorm", "NORMS"]
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float = 1e-5) -> torch.Tensor:
-    xf = x.float()
+    xf = at_least_float32(x)
     mean = xf.mean(dim=-1, keepdim=True)
     var = (xf - mean).pow(2).mean(dim=-1, keepdim=True)  # biased, as the paper and nn.LayerNorm
     y = (xf - mean) * torch.rsqrt(var + eps)  # ε inside the square root
     if weight is not None:
-        y = y * weight.float()
+        y = y * weight.to(xf.dtype)
     if bias is not None:
-        y = y + bias.float()
+        y = y + bias.to(xf.dtype)
     return y.to(x.dtype)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6) -> torch.Tensor:
-    xf = x.float()
+    xf = at_least_float32(x)
     y = xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)  # no mean subtracted
     if weight is not None:
-        y = y * weight.float()
+        y = y * weight.to(xf.dtype)
     return y.to(x.dtype)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .precision import at_least_float32
 from .shapes import check_positive
 
 __all__ = [
@@ -95,10 +96,10 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
     head_dim = x.shape[-1]
     if head_dim % 2:
         raise ValueError(f"RoPE needs an even head width, got {head_dim}")
-    inv_freq = base ** (-torch.arange(0, head_dim, 2, device=x.device, dtype=torch.float32) / head_dim)  # (Dh/2,)
-    angle = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # (T, Dh/2)
+    xf = at_least_float32(x)
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, device=x.device, dtype=xf.dtype) / head_dim)  # (Dh/2,)
+    angle = positions.to(xf.dtype)[:, None] * inv_freq[None, :]  # (T, Dh/2)
     angle = torch.cat([angle, angle], dim=-1)  # (T, Dh): feature j and j + Dh/2 share an angle
-    xf = x.float()
     return (xf * angle.cos() + _rotate_half(xf) * angle.sin()).to(x.dtype)
 
 
