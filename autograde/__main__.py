@@ -1,0 +1,59 @@
+"""``python -m autograde``: release | grade | bench | audit (the instructor's commands)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograde", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    rel = commands.add_parser("release", help="generate release/<id>/<id>.ipynb from solutions/<id>/<id>.md")
+    rel.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
+    rel.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite gradebook.db at the course root)")
+
+    grd = commands.add_parser("grade", help="grade SUBMISSIONS/<student>/<assignment>/<assignment>.ipynb (folder or .zip)")
+    grd.add_argument("submissions", type=Path)
+    grd.add_argument("--out", type=Path, required=True, help="writes OUT/grades.csv and OUT/feedback/")
+    grd.add_argument("--jobs", type=int, default=1, help="notebooks graded in parallel (one core each)")
+    grd.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite gradebook.db at the course root)")
+    grd.add_argument("--cell-timeout", type=float, default=30.0, help="seconds a cell may run")
+    grd.add_argument("--memory-mb", type=int, default=2048, help="memory a notebook may allocate")
+
+    bch = commands.add_parser("bench", help="grading throughput on a generated class")
+    bch.add_argument("--students", type=int, default=8)
+
+    aud = commands.add_parser("audit", help="static audit flags of notebooks' code cells")
+    aud.add_argument("notebooks", nargs="+", type=Path)
+
+    args = parser.parse_args(argv)
+    if args.command == "release":
+        from .release import release
+
+        for path in release(args.assignments or None, args.db):
+            print(path)
+    elif args.command == "grade":
+        from .grade import grade
+
+        rows = grade(args.submissions, args.out, jobs=args.jobs, db_url=args.db, cell_timeout=args.cell_timeout,
+                     memory_mb=args.memory_mb)
+        print(f"graded {len(rows)} notebooks → {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
+    elif args.command == "bench":
+        from .bench import bench
+
+        bench(args.students)
+    else:
+        from .audit import audit
+        from .notebook import load_notebook
+
+        for path in args.notebooks:
+            nb, problem = load_notebook(path)
+            sources = [c.source for c in nb.cells if c.cell_type == "code"] if nb else []
+            print(f"{path}: {', '.join(audit(sources)) or problem or 'clean'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

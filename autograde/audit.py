@@ -1,0 +1,96 @@
+"""Static audit of a submission's code: what a student's cells should not do, as flags.
+
+The flags go to the ``flags`` column of grades.csv for an instructor to look at; they change
+no score (the runtime guards do that). Only the student's own cells are audited.
+
+Flags: ``imports-reference`` (tfm_ref, except tfm_ref.widgets), ``imports-grader`` (autograde),
+``patches-modules`` (assigning attributes of imported modules, ``setattr``, ``__code__``,
+``sys.modules``, ``builtins``), ``reads-files`` (``open``, ``Path.read_*``, ``os``/``shutil``
+file functions, ``torch.load``…), ``runs-commands`` (``subprocess``, ``os.system``, ``socket``),
+``dynamic-code`` (``exec``, ``eval``, ``compile``, ``__import__``, ``importlib``),
+``syntax-error``.
+"""
+from __future__ import annotations
+
+import ast
+
+__all__ = ["audit"]
+
+_FILE_CALLS = {"open", "read_text", "read_bytes", "listdir", "scandir", "walk", "glob", "rglob", "iterdir",
+               "load", "loadtxt", "fromfile", "copyfile", "copy", "rmtree", "remove", "unlink", "stat"}
+_FILE_MODULES = {"os", "shutil", "pathlib", "io", "glob", "pickle", "torch", "numpy", "np"}
+_COMMAND_MODULES = {"subprocess", "socket", "urllib", "requests", "http", "multiprocessing", "ctypes"}
+_DYNAMIC = {"exec", "eval", "compile", "__import__", "globals", "vars", "getattr", "setattr", "delattr"}
+_PATCH_CALLS = {"setattr", "delattr"}
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _imports(tree: ast.AST) -> dict[str, str]:
+    """Local name → module it is bound to, for every import in the code."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return names
+
+
+def _module_flags(module: str) -> set[str]:
+    top = module.split(".")[0]
+    flags = set()
+    if top == "tfm_ref" and not module.startswith("tfm_ref.widgets"):
+        flags.add("imports-reference")
+    if top == "autograde":
+        flags.add("imports-grader")
+    if top in _COMMAND_MODULES or module in ("os.system", "os.popen"):
+        flags.add("runs-commands")
+    if top in ("importlib", "builtins") or module == "sys.modules":
+        flags.add("dynamic-code")
+    return flags
+
+
+def audit(sources: list[str]) -> list[str]:
+    """Flags for the student's code cells (sorted, without duplicates)."""
+    flags: set[str] = set()
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            flags.add("syntax-error")
+            continue
+        imported = _imports(tree)
+        for module in imported.values():
+            flags |= _module_flags(module)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                for target in targets:
+                    if isinstance(target, (ast.Attribute, ast.Subscript)):
+                        root = _root_name(target)
+                        attr = target.attr if isinstance(target, ast.Attribute) else ""
+                        if root in imported or root in ("sys", "builtins", "__builtins__") or attr.startswith("__"):
+                            flags.add("patches-modules")
+            elif isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+                root = _root_name(func) if isinstance(func, ast.Attribute) else None
+                if name in _PATCH_CALLS:
+                    flags.add("patches-modules")
+                if name in _DYNAMIC - _PATCH_CALLS:
+                    flags.add("dynamic-code")
+                if name == "open" or (name in _FILE_CALLS and (root is None or imported.get(root, root).split(".")[0] in _FILE_MODULES)):
+                    if name not in ("load", "copy") or root is not None:
+                        flags.add("reads-files")
+                if name in ("system", "popen") and root == "os":
+                    flags.add("runs-commands")
+            elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__"):
+                flags.add("dynamic-code")
+    return sorted(flags)

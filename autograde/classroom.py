@@ -1,0 +1,58 @@
+"""Generated classes of submissions, for the benchmark and the end-to-end tests.
+
+A "solved" notebook is the released one with every solution cell replaced by the instructor's
+solution (markers removed); an "untouched" one is the released notebook as handed out.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+
+from .course import ROOT
+
+__all__ = ["solved_notebook", "untouched_notebook", "write_submission", "make_class"]
+
+
+def _notebooks(assignment: str, root: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+    source = nbformat.read(root / "solutions" / assignment / f"{assignment}.ipynb", 4)
+    release = nbformat.read(root / "release" / assignment / f"{assignment}.ipynb", 4)
+    return source, release
+
+
+def untouched_notebook(assignment: str, root: Path = ROOT) -> nbformat.NotebookNode:
+    return _notebooks(assignment, root)[1]
+
+
+def solved_notebook(assignment: str, answers: dict[str, str] | None = None, root: Path = ROOT) -> nbformat.NotebookNode:
+    """The released notebook with the instructor's solutions, or ``answers[grade_id]`` where given."""
+    source, release = _notebooks(assignment, root)
+    student = copy.deepcopy(release)
+    for original, cell in zip(source.cells, student.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            lines = [l for l in original.source.splitlines() if l.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")]
+            cell.source = (answers or {}).get(meta["grade_id"], "\n".join(lines))
+    return student
+
+
+def write_submission(folder: Path, student_id: str, assignment: str, notebook: nbformat.NotebookNode | str) -> Path:
+    """``folder/<student_id>/<assignment>/<assignment>.ipynb`` (a string is written as raw text)."""
+    path = folder / student_id / assignment / f"{assignment}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(notebook, str):
+        path.write_text(notebook)
+    else:
+        nbformat.write(notebook, path)
+    return path
+
+
+def make_class(folder: Path, n_students: int, assignments: list[str], root: Path = ROOT) -> list[Path]:
+    """Half the students solved every assignment, half handed it back untouched."""
+    paths = []
+    for i in range(n_students):
+        for assignment in assignments:
+            nb = solved_notebook(assignment, root=root) if i % 2 == 0 else untouched_notebook(assignment, root)
+            paths.append(write_submission(folder, f"student{i:03d}", assignment, nb))
+    return paths

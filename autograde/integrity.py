@@ -1,0 +1,223 @@
+"""Integrity of a check: the student's code may not borrow the answer, nor bend the grader.
+
+Two guards, both used by `autograde.checking` around every call of a student's code:
+
+* `Forbid` — while a student's function runs, calling the reference (anything in `tfm_ref`)
+  or a library function that does the exercise (``torch.softmax``, ``F.scaled_dot_product_attention``,
+  ``nn.MultiheadAttention`` …) raises `ForbiddenCall`. It is a profile hook (``sys.setprofile``),
+  so it catches the call however the function was reached: ``torch.softmax``, ``x.softmax``,
+  ``from torch.nn.functional import softmax as s``, ``import tfm_ref as t; t.softmax``, or
+  ``softmax = tfm_ref.softmax`` handed in as the answer. The grader builds the reference
+  before entering the guard, so it needs no exemption.
+* `Snapshot` — the namespaces the grader relies on (``torch``, ``torch.Tensor``, ``numpy``,
+  ``math``, ``builtins``, ``tfm_ref``, ``autograde`` …), recorded before any student code runs
+  and put back before every check: a student cell that rebinds ``torch.allclose``, swaps a
+  function's ``__code__`` or replaces ``sys.modules["autograde.checking"]`` changes no grade.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterable, Iterator
+
+__all__ = ["ForbiddenCall", "Forbid", "Snapshot", "PROTECTED_MODULES"]
+
+PROTECTED_MODULES = (
+    "builtins", "math", "numpy", "numpy.testing", "torch", "torch.nn",
+    "torch.nn.functional", "torch.special", "torch.testing", "torch.linalg", "torch.autograd",
+    "tfm_ref", "autograde",
+)
+"""Module prefixes whose attributes `Snapshot` restores (a prefix covers its submodules)."""
+
+
+class ForbiddenCall(RuntimeError):
+    """A student's function called the reference or the library function that does the exercise."""
+
+
+def _walk_code(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _walk_code(const)
+
+
+def _functions_of(obj: object, seen: set[int]) -> Iterator[types.FunctionType]:
+    """Every Python function reachable from a module or class namespace (methods, properties)."""
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    namespace = vars(obj) if isinstance(obj, (types.ModuleType, type)) else {}
+    owner = getattr(obj, "__name__", "")
+    for value in list(namespace.values()):
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            yield from (f for f in (value.fget, value.fset, value.fdel) if isinstance(f, types.FunctionType))
+        elif isinstance(value, types.FunctionType):
+            yield value
+        elif isinstance(value, type) and value.__module__.startswith(owner if isinstance(obj, types.ModuleType) else "\0"):
+            yield from _functions_of(value, seen)
+
+
+def _package_dir(name: str) -> str | None:
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    return os.path.dirname(os.path.abspath(path)) + os.sep if path else None
+
+
+class Forbid:
+    """Context manager: while active, the listed callables and packages raise `ForbiddenCall`.
+
+    Args:
+        items: functions, builtins, Tensor methods (``torch.Tensor.softmax``), classes (all their
+            methods) — the library functions that would do the exercise for the student.
+        packages: package names whose every function is off limits (``"tfm_ref"``).
+        allowed: functions of those packages the exercise lets the student use (helpers).
+    """
+
+    def __init__(self, items: Iterable[object] = (), packages: Iterable[str] = ("tfm_ref",),
+                 allowed: Iterable[Callable] = ()):
+        self._codes: dict[types.CodeType, str] = {}
+        self._builtins: dict[int, str] = {}
+        self._tensor_methods: dict[str, str] = {}
+        for item in items:
+            self._add(item)
+        # Turning the hook off from inside would defeat it.
+        for hook in (sys.setprofile, sys.settrace, threading.setprofile, threading.settrace):
+            self._builtins[id(hook)] = f"{hook.__module__}.{hook.__name__}"
+        self._dirs = tuple(d for d in map(_package_dir, packages) if d)
+        self._allowed = {code for f in allowed if hasattr(f, "__code__") for code in _walk_code(f.__code__)}
+        self._previous: list[object] = []
+
+    def _add(self, item: object) -> None:
+        name = f"{getattr(item, '__module__', None) or ''}.{getattr(item, '__qualname__', repr(item))}".lstrip(".")
+        if isinstance(item, type):
+            for function in _functions_of(item, set()):
+                self._codes[function.__code__] = name
+        elif isinstance(item, types.FunctionType):
+            self._codes[item.__code__] = name
+        elif type(item).__name__ in ("method_descriptor", "wrapper_descriptor", "getset_descriptor"):
+            self._tensor_methods[item.__name__] = f"Tensor.{item.__name__}"
+            self._builtins[id(item)] = f"Tensor.{item.__name__}"
+        else:
+            self._builtins[id(item)] = name
+
+    def _blocked(self, frame: types.FrameType, event: str, arg: object) -> str | None:
+        caller = frame.f_back if event == "call" else frame
+        if event == "call":
+            code = frame.f_code
+            if code in self._allowed:
+                return None
+            if code in self._codes:
+                return self._codes[code]
+            if self._dirs and code.co_filename.startswith(self._dirs) and caller is not None \
+                    and not caller.f_code.co_filename.startswith(self._dirs):
+                return f"{frame.f_globals.get('__name__', '?')}.{code.co_name}"
+        elif event == "c_call":
+            if frame.f_code is _EXIT_CODE:  # the guard switching itself off
+                return None
+            if id(arg) in self._builtins:
+                return self._builtins[id(arg)]
+            owner = getattr(arg, "__self__", None)
+            method = getattr(arg, "__name__", None)
+            if method in self._tensor_methods and type(owner).__name__ in ("Tensor", "Parameter"):
+                return self._tensor_methods[method]
+        return None
+
+    def _profile(self, frame: types.FrameType, event: str, arg: object) -> None:
+        if event in ("call", "c_call"):
+            what = self._blocked(frame, event, arg)
+            if what is not None:
+                raise ForbiddenCall(
+                    f"your code called {what}, which is off limits while a check runs: the reference, a "
+                    "library function that does this exercise for you, or a switch of the grader's guard. "
+                    "Write it with basic tensor operations; this part earns nothing while it does."
+                )
+
+    def __enter__(self) -> Forbid:
+        self._previous.append(sys.getprofile())
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(self._previous.pop())
+
+
+_EXIT_CODE = Forbid.__exit__.__code__
+
+
+class Snapshot:
+    """The attributes of the protected modules (and classes in them), to put back later.
+
+    ``take()`` records every attribute of every loaded module under the protected prefixes, of
+    the classes those modules define (``torch.Tensor``), and every function's ``__code__`` and
+    ``__defaults__``; ``restore()`` puts back every recorded attribute that was rebound or
+    deleted since, and the ``sys.modules`` entries.
+    Restoring compares identities only, so it costs a few milliseconds.
+    """
+
+    def __init__(self, prefixes: Iterable[str] = PROTECTED_MODULES):
+        self._prefixes = tuple(prefixes)
+        self._modules: dict[str, types.ModuleType] = {}
+        self._namespaces: list[tuple[object, dict[str, object]]] = []
+        self._code: list[tuple[types.FunctionType, types.CodeType, object, object]] = []
+
+    def _protected(self, name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in self._prefixes)
+
+    def take(self) -> Snapshot:
+        self._modules = {n: m for n, m in list(sys.modules.items()) if m is not None and self._protected(n)}
+        seen: set[int] = set()
+        self._namespaces, self._code = [], []
+        for module in self._modules.values():
+            self._record(module, seen)
+        return self
+
+    def _record(self, obj: object, seen: set[int]) -> None:
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        namespace = dict(vars(obj))
+        self._namespaces.append((obj, namespace))
+        for value in namespace.values():
+            kind = type(value)  # not isinstance: that would run a deprecated object's __class__ property
+            if kind is types.FunctionType:
+                self._code.append((value, value.__code__, value.__defaults__, value.__kwdefaults__))
+            elif issubclass(kind, type) and self._protected(str(vars(value).get("__module__", ""))):
+                self._record(value, seen)
+
+    def restore(self) -> list[str]:
+        """Put everything back; returns what had been changed (for the audit)."""
+        changed: list[str] = []
+        for name, module in self._modules.items():
+            if sys.modules.get(name) is not module:
+                sys.modules[name] = module
+                changed.append(f"sys.modules[{name!r}]")
+        for obj, saved in self._namespaces:
+            # Names added since are left alone: imports add submodules (numpy.ma) as attributes.
+            current = vars(obj)
+            label = getattr(obj, "__name__", "?")
+            for key, value in saved.items():
+                if current.get(key, _MISSING) is not value:
+                    _set(obj, key, value)
+                    changed.append(f"{label}.{key}")
+        for function, code, defaults, kwdefaults in self._code:
+            if function.__code__ is not code or function.__defaults__ is not defaults \
+                    or function.__kwdefaults__ is not kwdefaults:
+                function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, kwdefaults
+                changed.append(f"{function.__module__}.{function.__qualname__}.__code__")
+        return changed
+
+
+_MISSING = object()
+
+
+def _set(obj: object, key: str, value: object) -> None:
+    with contextlib.suppress(AttributeError, TypeError):  # a few C types refuse; nothing to restore there
+        if isinstance(obj, type):
+            type.__setattr__(obj, key, value)
+        else:
+            setattr(obj, key, value)

@@ -1,0 +1,107 @@
+"""What is executed for a submission: the source notebook, with the student's answers in it.
+
+Grading never trusts the submitted notebook's structure. It walks the *source* notebook
+(``solutions/<id>/<id>.ipynb``, hidden tests included) and takes from the submission only the
+student's code: the solution cells (matched by nbgrader ``grade_id``) and any cells the student
+added (kept where they were, between the same known cells). Test and locked cells always come
+from the source, so an edited or deleted test cell is restored; a missing solution cell is the
+released stub. Cells tagged ``widget`` are not executed.
+
+What the student later sees (`autograde.feedback`) is the *released* version of each cell:
+hidden tests removed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+__all__ = ["GradedCell", "load_notebook", "merge", "max_score"]
+
+
+@dataclass
+class GradedCell:
+    """One cell to run (or show): ``kind`` is markdown / student / test / locked / widget."""
+
+    kind: str
+    source: str  # what is executed
+    shown: str  # what the feedback shows (hidden tests removed)
+    grade_id: str | None = None
+    points: float = 0.0
+
+
+def load_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]:
+    """The notebook at ``path``, or None and why it could not be read."""
+    try:
+        return nbformat.read(path, as_version=4), None
+    except Exception as error:  # any unreadable file: corrupted JSON, wrong schema, binary data
+        return None, f"unreadable notebook: {type(error).__name__}: {str(error)[:200]}"
+
+
+def _meta(cell: nbformat.NotebookNode) -> dict:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return meta if isinstance(meta, dict) else {}
+
+
+def _is_widget(cell: nbformat.NotebookNode) -> bool:
+    tags = cell.get("metadata", {}).get("tags", [])
+    return isinstance(tags, list) and "widget" in tags
+
+
+def _kind(cell: nbformat.NotebookNode) -> str:
+    meta = _meta(cell)
+    if cell.cell_type != "code":
+        return "markdown"
+    if meta.get("grade") and not meta.get("solution"):
+        return "test"
+    if meta.get("solution"):
+        return "student"
+    if meta.get("locked"):
+        return "locked"
+    return "widget" if _is_widget(cell) else "student"
+
+
+def _student_cells(student: nbformat.NotebookNode | None, known: set[str]) -> tuple[dict, dict, list]:
+    """The student's solution sources by grade_id, and their own cells grouped by the known
+    cell they precede (``None``: after the last one)."""
+    answers: dict[str, str] = {}
+    extras: dict[str | None, list[str]] = {}
+    pending: list[str] = []
+    for cell in (student.cells if student is not None else []):
+        grade_id = _meta(cell).get("grade_id")
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        if grade_id in known:
+            answers.setdefault(grade_id, source)
+            extras.setdefault(grade_id, []).extend(pending)
+            pending = []
+        elif cell.get("cell_type") == "code" and not _is_widget(cell) and source.strip():
+            pending.append(source)
+    return answers, extras, pending
+
+
+def merge(source: nbformat.NotebookNode, release: nbformat.NotebookNode,
+          student: nbformat.NotebookNode | None) -> list[GradedCell]:
+    """The cells to execute, in source order (see the module docstring)."""
+    if len(source.cells) != len(release.cells):
+        raise ValueError("the released notebook does not match its source: run `python -m autograde release`")
+    known = {g for g in (_meta(c).get("grade_id") for c in source.cells) if g}
+    answers, extras, trailing = _student_cells(student, known)
+    cells: list[GradedCell] = []
+    for original, released in zip(source.cells, release.cells):
+        meta, kind = _meta(original), _kind(original)
+        grade_id = meta.get("grade_id")
+        cells += [GradedCell("student", code, code) for code in extras.get(grade_id, [])]
+        if kind == "student" and grade_id:
+            answer = answers.get(grade_id, released.source)
+            cells.append(GradedCell("student", answer, answer, grade_id))
+        else:
+            points = float(meta.get("points", 0)) if kind == "test" else 0.0
+            cells.append(GradedCell(kind, original.source, released.source, grade_id, points))
+    cells += [GradedCell("student", code, code) for code in trailing]
+    return cells
+
+
+def max_score(cells: list[GradedCell]) -> float:
+    return sum(c.points for c in cells if c.kind == "test")

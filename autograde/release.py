@@ -1,0 +1,58 @@
+"""``python -m autograde release``: the student notebooks, generated from the MyST sources.
+
+1. jupytext: ``solutions/<id>/<id>.md`` → ``solutions/<id>/<id>.ipynb`` (the source nbgrader reads;
+   generated, git-ignored, rewritten only when the .md is newer);
+2. nbgrader ``generate_assignment``: solutions and hidden tests removed, checksums and cell
+   locks added, the assignment and its grade cells recorded in the gradebook
+   → ``release/<id>/<id>.ipynb``.
+
+Idempotent: running it twice gives the same files.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+from .course import ROOT, SOLUTIONS, assignment_ids, nbgrader_config, source_markdown, tools_on_path
+
+__all__ = ["source_notebook", "release"]
+
+
+def source_notebook(assignment: str, solutions: Path = SOLUTIONS) -> Path:
+    """The instructor .ipynb for ``assignment``, regenerated from its .md when that is newer."""
+    markdown = source_markdown(assignment, solutions)
+    notebook = markdown.with_suffix(".ipynb")
+    if not notebook.exists() or notebook.stat().st_mtime < markdown.stat().st_mtime:
+        nb = jupytext.read(markdown)
+        nb.metadata.pop("jupytext", None)  # the .ipynb is an output, not a paired file
+        nbformat.write(nb, notebook)
+    return notebook
+
+
+def release(assignments: list[str] | None = None, db_url: str | None = None, root: Path = ROOT) -> list[Path]:
+    """Generate ``release/<id>/<id>.ipynb`` for each assignment (all by default).
+
+    Returns:
+        the released notebooks' paths.
+    Raises:
+        RuntimeError: nbgrader reports an error (e.g. bad cell metadata).
+    """
+    from nbgrader.apps import NbGraderAPI  # heavy import, only for this command
+
+    solutions = root / "solutions"
+    assignments = assignments or assignment_ids(solutions)
+    for assignment in assignments:
+        source_notebook(assignment, solutions)
+    tools_on_path()
+    api = NbGraderAPI(config=nbgrader_config(db_url, root))
+    api.log.setLevel(logging.WARNING)
+    released = []
+    for assignment in assignments:
+        result = api.generate_assignment(assignment, force=True, create=True)
+        if not result["success"]:
+            raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result['error']}\n{result['log']}")
+        released.append(root / "release" / assignment / f"{assignment}.ipynb")
+    return released

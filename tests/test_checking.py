@@ -1,0 +1,134 @@
+"""The check framework: comparisons, shrinking, diagnosis and messages, on a toy exercise."""
+import pytest
+import torch
+
+from autograde.checking import (Call, Case, CheckFailed, Exercise, Mistake, ModuleAdapter, check, get_exercise,
+                                randn, random_dims)
+
+
+def reference_scale(x, factor=2.0):
+    return x * factor
+
+
+def forgot_factor(x, factor=2.0):
+    return x
+
+
+def _inputs(gen, dims, dtype):
+    return Call(randn(gen, dims["N"], dims["M"], dtype=dtype), factor=2.0)
+
+
+TOY = Exercise(
+    name="scale", reference=reference_scale, inputs=_inputs, arg_names=("x",),
+    shapes=[dict(N=1, M=1), dict(N=2, M=3), dict(N=4, M=5)],
+    visible=[Case("random")],
+    hidden=[Case("random sizes", dims=random_dims(N=(1, 5), M=(1, 5))), Case("float64", dtype=torch.float64),
+            Case("gradients", grad=True)],
+    mistakes=[Mistake("factor ignored", forgot_factor, "multiply by `factor`.")],
+)
+
+
+def test_reference_passes_visible_and_hidden():
+    assert TOY.run(reference_scale, hidden=True, guarded=False).passed
+
+
+def test_catalogued_mistake_is_named_with_its_hint():
+    report = TOY.run(forgot_factor)
+    assert not report.passed and report.mistake == "factor ignored"
+    assert "Likely mistake — factor ignored: multiply by `factor`." in report.message
+
+
+def test_failure_shows_the_smallest_failing_input():
+    report = TOY.run(lambda x, factor=2.0: x * factor + 1)
+    assert "Smallest failing input (N=1, M=1" in report.message
+    assert "expected:" in report.message and "got:" in report.message
+
+
+def test_failure_only_on_large_inputs_is_shown_at_the_smallest_size_that_fails():
+    report = TOY.run(lambda x, factor=2.0: x * factor if x.numel() < 20 else x)
+    assert "(N=4, M=5" in report.message
+
+
+def test_exception_is_reported_with_the_students_line():
+    def crashes(x, factor=2.0):
+        raise IndexError("oops")
+
+    report = TOY.run(crashes)
+    assert "your code raised IndexError: oops" in report.message and "raise IndexError" in report.message
+
+
+def test_wrong_shape_and_dtype_are_named():
+    assert "has shape (2,)" in TOY.run(lambda x, factor=2.0: torch.zeros(2)).message
+    report = TOY.run(lambda x, factor=2.0: (x * factor).float(), hidden=True)
+    assert "dtype torch.float32, expected torch.float64" in report.message
+
+
+def test_nan_where_the_reference_is_finite_is_named():
+    assert "NaN or inf" in TOY.run(lambda x, factor=2.0: x * factor / 0).message
+
+
+def test_wrong_gradient_with_right_output_is_named():
+    def detached_half(x, factor=2.0):
+        return x.detach() * factor + (x - x.detach())  # right values, gradient 1 instead of 2
+
+    report = TOY.run(detached_half, hidden=True)
+    assert not report.passed and "gradient of input 0" in report.message
+
+
+def test_check_raises_an_assertion_error_subclass_with_the_diagnosis():
+    with pytest.raises(AssertionError, match="factor ignored"):
+        TOY.check(forgot_factor)
+    assert issubclass(CheckFailed, AssertionError)
+
+
+def test_check_by_key_finds_the_chapter_exercise(capsys):
+    def softmax(x, dim=-1):
+        e = torch.exp(x - x.amax(dim, keepdim=True))
+        return e / e.sum(dim, keepdim=True)
+
+    check("ch01_attention.softmax", softmax)
+    assert "✓ softmax" in capsys.readouterr().out
+
+
+def test_unknown_exercise_key_is_a_value_error():
+    with pytest.raises(ValueError, match="has no exercise"):
+        get_exercise("ch01_attention.nope")
+    with pytest.raises(ValueError, match="chapter.name"):
+        get_exercise("softmax")
+
+
+class _Ref(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+class _Renamed(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.linear = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+MODULE_TOY = Exercise(
+    name="Proj", reference=_Ref, adapter=ModuleAdapter(lambda dims: dict(d=dims["D"])),
+    inputs=lambda gen, dims, dtype: Call(randn(gen, 2, dims["D"], dtype=dtype)),
+    shapes=[dict(D=2), dict(D=4)], visible=[Case("random")], hidden=[Case("gradients", grad=True)],
+)
+
+
+def test_module_exercise_loads_reference_weights_into_the_students_module():
+    class Same(_Ref):
+        pass
+
+    assert MODULE_TOY.run(Same, hidden=True, guarded=False).passed
+
+
+def test_module_with_other_parameter_names_is_told_the_tfm_ref_names():
+    with pytest.raises(CheckFailed, match="missing: \\['proj.bias', 'proj.weight'\\]"):
+        MODULE_TOY.run(_Renamed)

@@ -1,0 +1,175 @@
+"""End to end: release, then grade a generated class with good, untouched, broken and hostile
+submissions, with two jobs. One grading run (module fixture) serves every assertion."""
+import csv
+import zipfile
+
+import nbformat
+import pytest
+
+from autograde.classroom import solved_notebook, untouched_notebook, write_submission
+from autograde.course import assignment_ids
+from autograde.grade import grade
+from autograde.release import release
+
+pytestmark = pytest.mark.slow
+
+A = "ch01_attention"
+MAX = 10.0
+
+CORRECT_MASKED = '''def scaled_dot_product_attention(q, k, v, mask=None, *, return_weights=False):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = softmax(scores, dim=-1)
+    out = weights @ v
+    return (out, weights) if return_weights else out
+'''
+
+BROKEN = {  # student -> (answers, the mistake the feedback must name, points lost at least)
+    "broken_unstable": ({"softmax": "def softmax(x, dim=-1):\n    e = torch.exp(x)\n    return e / e.sum(dim=dim, keepdim=True)"},
+                        "exp without subtracting the maximum"),
+    "broken_wrong_axis": ({"softmax": "def softmax(x, dim=-1):\n    m = x.amax(dim=-1, keepdim=True)\n    e = torch.exp(x - m)\n"
+                                      "    return e / e.sum(dim=-1, keepdim=True)"},
+                          "softmax over the wrong axis (dim ignored)"),
+    "broken_no_scaling": ({"attention": "def scaled_dot_product_attention(q, k, v, mask=None, *, return_weights=False):\n"
+                                        "    weights = softmax(q @ k.transpose(-2, -1), dim=-1)\n    out = weights @ v\n"
+                                        "    return (out, weights) if return_weights else out"},
+                          "missing scaling"),
+    "broken_mask_after": ({"masked_attention": CORRECT_MASKED.replace(
+        '        scores = scores.masked_fill(~mask, float("-inf"))\n    weights = softmax(scores, dim=-1)',
+        '        pass\n    weights = softmax(scores, dim=-1)\n    weights = weights if mask is None else weights * mask')},
+                          "mask applied after the softmax"),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("class")
+    db_url = f"sqlite:///{tmp}/gradebook.db"
+    release([A], db_url)
+    subs = tmp / "submitted"
+    for student in ("solved_a", "solved_b"):
+        write_submission(subs, student, A, solved_notebook(A))
+    write_submission(subs, "untouched", A, untouched_notebook(A))
+    for student, (answers, _) in BROKEN.items():
+        write_submission(subs, student, A, solved_notebook(A, answers))
+    hostile = {
+        "borrows_reference": {"softmax": "import tfm_ref\n\ndef softmax(x, dim=-1):\n    return tfm_ref.softmax(x, dim)"},
+        "borrows_torch": {"softmax": "def softmax(x, dim=-1):\n    return torch.softmax(x, dim)"},
+        "patches_grader": {"softmax": "import autograde.checking, torch\ntorch.allclose = lambda *a, **k: True\n"
+                                      "autograde.checking.check = lambda *a, **k: None\nautograde.check = lambda *a, **k: None\n"
+                                      "def softmax(x, dim=-1):\n    return x"},
+        "loops": {"masked_attention": CORRECT_MASKED.replace("    scores =", "    while True:\n        pass\n    scores =", 1)},
+        "exits": {"masked_attention": "import os\nos._exit(1)\n" + CORRECT_MASKED},
+        "reads_solutions": {"softmax": "import glob\nprint(glob.glob('/**/solutions/*/*.md', recursive=True))\n"
+                                       + "def softmax(x, dim=-1):\n    return x"},
+    }
+    for student, answers in hostile.items():
+        write_submission(subs, student, A, solved_notebook(A, answers))
+    # Edited and deleted test cells, with a wrong answer they were meant to hide.
+    edited = solved_notebook(A, {"softmax": "def softmax(x, dim=-1):\n    return x"})
+    edited.cells = [c for c in edited.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "softmax_hidden"]
+    for cell in edited.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "softmax_visible":
+            cell.source = "pass"
+    write_submission(subs, "edits_tests", A, edited)
+    # A memory bomb in a cell of its own: the answers around it still count.
+    bomb = solved_notebook(A)
+    bomb.cells.append(nbformat.v4.new_code_cell("hog = [bytearray(10**8) for _ in range(10**4)]"))
+    write_submission(subs, "memory_bomb", A, bomb)
+    write_submission(subs, "corrupted", A, '{"cells": [ this is not json')
+    (subs / "missing" / A).mkdir(parents=True)
+    archive = tmp / "submitted.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in subs.rglob("*"):
+            zf.write(path, path.relative_to(subs))
+    out = tmp / "out"
+    rows = grade(archive, out, jobs=2, db_url=db_url, cell_timeout=8, progress=False)
+    with (out / "grades.csv").open() as f:
+        csv_rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    return rows, csv_rows, out, db_url, subs
+
+
+def _feedback(out, student):
+    return (out / "feedback" / student / A / f"{A}.html").read_text()
+
+
+def test_every_student_has_a_row_graded_against_the_real_maximum(graded):
+    rows, csv_rows, out, _, subs = graded
+    students = {p.name for p in subs.iterdir()}
+    assert set(csv_rows) == students
+    assert all(float(r["max_score"]) == MAX for r in csv_rows.values())
+    assert all((out / "feedback" / s / A / f"{A}.html").exists() for s in students)
+
+
+def test_reference_solutions_score_full_marks_and_untouched_notebooks_zero(graded):
+    _, csv_rows, *_ = graded
+    assert float(csv_rows["solved_a"]["score"]) == MAX and float(csv_rows["solved_b"]["score"]) == MAX
+    assert float(csv_rows["untouched"]["score"]) == 0
+    assert csv_rows["solved_a"]["flags"] == ""
+
+
+@pytest.mark.parametrize("student", sorted(BROKEN))
+def test_each_broken_implementation_loses_points_and_gets_its_hint(graded, student):
+    _, csv_rows, out, *_ = graded
+    assert float(csv_rows[student]["score"]) < MAX
+    assert f"Likely mistake — {BROKEN[student][1]}" in _feedback(out, student)
+
+
+@pytest.mark.parametrize("student", ["borrows_reference", "borrows_torch", "patches_grader", "edits_tests",
+                                     "reads_solutions"])
+def test_attacks_earn_nothing_for_the_attacked_exercise(graded, student):
+    rows, csv_rows, *_ = graded
+    cells = next(r for r in rows if r["student_id"] == student)["cell_scores"]
+    assert cells["softmax_visible"] == 0 and cells["softmax_hidden"] == 0
+
+
+def test_attacks_are_flagged(graded):
+    _, csv_rows, *_ = graded
+    assert {"imports-reference", "forbidden-call"} <= set(csv_rows["borrows_reference"]["flags"].split(";"))
+    assert "forbidden-call" in csv_rows["borrows_torch"]["flags"]
+    assert {"imports-grader", "patches-modules"} <= set(csv_rows["patches_grader"]["flags"].split(";"))
+    assert "reads-files" in csv_rows["reads_solutions"]["flags"] or "dynamic-code" in csv_rows["reads_solutions"]["flags"]
+
+
+def test_sandbox_keeps_solutions_out_of_reach(graded):
+    _, _, out, *_ = graded
+    assert "ch01_attention.md" not in _feedback(out, "reads_solutions")
+
+
+def test_disruptive_submissions_cost_only_the_affected_parts(graded):
+    rows, csv_rows, *_ = graded
+    for student, flag in (("loops", "timeout"), ("exits", "crashed")):
+        cells = next(r for r in rows if r["student_id"] == student)["cell_scores"]
+        assert cells["softmax_hidden"] == 2 and cells["attention_hidden"] == 2 and cells["masked_attention_hidden"] == 0
+        assert flag in csv_rows[student]["flags"]
+    assert float(csv_rows["memory_bomb"]["score"]) == MAX
+    assert float(csv_rows["corrupted"]["score"]) == 0 and "corrupted-notebook" in csv_rows["corrupted"]["flags"]
+    assert "missing-notebook" in csv_rows["missing"]["flags"]
+
+
+def test_feedback_never_shows_hidden_tests(graded):
+    _, _, out, *_ = graded
+    for student in ("solved_a", "untouched", "broken_unstable"):
+        page = _feedback(out, student)
+        assert "BEGIN HIDDEN TESTS" not in page and "hidden=True" not in page
+    assert "hidden check" in _feedback(out, "broken_unstable")  # the failure message itself is shown
+
+
+def test_grades_are_in_the_nbgrader_gradebook(graded):
+    from nbgrader.api import Gradebook
+
+    _, csv_rows, _, db_url, _ = graded
+    with Gradebook(db_url) as gb:
+        scores = {s.student.id: s.score for s in gb.assignment_submissions(A)}
+    assert scores == {student: float(row["score"]) for student, row in csv_rows.items()}
+
+
+def test_release_is_idempotent_and_finds_assignments_by_folder(tmp_path):
+    db_url = f"sqlite:///{tmp_path}/gradebook.db"
+    assert A in assignment_ids()
+    first = release([A], db_url)[0].read_text()
+    assert release([A], db_url)[0].read_text() == first
+    student = nbformat.reads(first, 4)
+    text = "\n".join(c.source for c in student.cells)
+    assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text and "raise NotImplementedError()" in text
