@@ -1,0 +1,368 @@
+"""Chapter 2 exercises — splitting and merging heads, K/V head groups, the KV cache, multi-head attention.
+
+    MultiHead(X) = Concat(head₁, …, head_H) W_O,   head_i = Attention(X W_Qⁱ, X W_Kⁱ, X W_Vⁱ)
+
+With G = ``n_kv_heads`` < H key/value heads, query head i uses key/value head i // (H/G)
+(GQA; G = 1 is MQA). Each exercise is checked against `tfm_ref`; each `Mistake` is a broken
+version a student plausibly writes, with the hint the failure gives.
+`tests/test_exercises_ch02.py` proves every check passes the reference and fails every
+mistake with its hint.
+
+Shapes: B batch · T query positions · S key positions · D model width · H query heads ·
+G key/value heads · Dh head width · L layers.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+import tfm_ref
+
+from ..checking import Call, Case, Exercise, Mistake, ModuleAdapter, randn, random_dims
+
+__all__ = ["SPLIT_HEADS", "MERGE_HEADS", "REPEAT_KV", "KV_CACHE_BYTES", "MULTIHEAD", "EXERCISES", "ATTENTION_LIBRARY",
+           "BrokenMultiHeadAttention", "MaskIgnoredMultiHeadAttention", "mha_dims", "mha_kwargs"]
+
+# Library code that would do multi-head attention (or its core) for the student.
+ATTENTION_LIBRARY = (F.scaled_dot_product_attention, torch.nn.MultiheadAttention, F.multi_head_attention_forward)
+# Chapter 1's function, given to the student in the setup cell (already graded there).
+CHAPTER1_HELPERS = (tfm_ref.scaled_dot_product_attention, tfm_ref.softmax)
+
+
+# --------------------------------------------------------------------------- 1. split_heads
+
+def _split_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(randn(gen, dims["B"], dims["T"], dims["H"] * dims["Dh"], dtype=dtype), dims["H"])
+
+
+def _split_reshape_only(x, n_heads):
+    batch, length, width = x.shape
+    return x.reshape(batch, n_heads, length, width // n_heads)  # (B, H, T, Dh) by size, not by meaning
+
+
+def _split_interleaved(x, n_heads):
+    batch, length, width = x.shape
+    return x.reshape(batch, length, width // n_heads, n_heads).permute(0, 3, 1, 2)  # head = column mod H
+
+
+_HEAD_SHAPES = [dict(B=1, T=1, H=1, Dh=1), dict(B=1, T=2, H=2, Dh=1), dict(B=1, T=2, H=2, Dh=2),
+                dict(B=1, T=3, H=2, Dh=3), dict(B=2, T=3, H=4, Dh=2), dict(B=2, T=5, H=3, Dh=4)]
+
+SPLIT_HEADS = Exercise(
+    name="split_heads",
+    reference=tfm_ref.split_heads,
+    inputs=_split_inputs,
+    arg_names=("x", "n_heads"),
+    shapes=_HEAD_SHAPES,
+    visible=[Case("random x (B, T, H·Dh)")],
+    hidden=[
+        Case("random sizes", dims=random_dims(B=(1, 4), T=(1, 9), H=(1, 8), Dh=(1, 8))),
+        Case("one head (H = 1)", dims=dict(B=2, T=4, H=1, Dh=6)),
+        Case("length-1 sequences", dims=dict(B=3, T=1, H=4, Dh=2)),
+        Case("float64", dtype=torch.float64),
+        Case("gradients", grad=True),
+    ],
+    mistakes=[
+        Mistake("reshape without transpose", _split_reshape_only,
+                "x.reshape(B, H, T, Dh) has the right shape but fills it in memory order, so each 'head' "
+                "gets pieces of several positions. Split the last axis first, view(B, T, H, Dh), then "
+                "swap the T and H axes with transpose(1, 2)."),
+        Mistake("heads take interleaved columns", _split_interleaved,
+                "view(B, T, Dh, H) makes head h the columns h, h + H, h + 2H, …; head h must be the "
+                "contiguous block of columns h·Dh … (h+1)·Dh - 1: view(B, T, H, Dh)."),
+    ],
+)
+
+
+# --------------------------------------------------------------------------- 2. merge_heads
+
+def _merge_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(randn(gen, dims["B"], dims["H"], dims["T"], dims["Dh"], dtype=dtype))
+
+
+def _merge_reshape_only(x):
+    batch, n_heads, length, head_dim = x.shape
+    return x.reshape(batch, length, n_heads * head_dim)  # mixes positions across heads
+
+
+def _merge_interleaved(x):
+    batch, n_heads, length, head_dim = x.shape
+    return x.permute(0, 2, 3, 1).reshape(batch, length, n_heads * head_dim)  # (B, T, Dh·H): heads interleaved
+
+
+MERGE_HEADS = Exercise(
+    name="merge_heads",
+    reference=tfm_ref.merge_heads,
+    inputs=_merge_inputs,
+    arg_names=("x",),
+    shapes=_HEAD_SHAPES,
+    visible=[Case("random x (B, H, T, Dh)")],
+    hidden=[
+        Case("random sizes", dims=random_dims(B=(1, 4), T=(1, 9), H=(1, 8), Dh=(1, 8))),
+        Case("length-1 sequences", dims=dict(B=2, T=1, H=3, Dh=4)),
+        Case("float64", dtype=torch.float64),
+        Case("gradients", grad=True),
+    ],
+    mistakes=[
+        Mistake("reshape without transpose", _merge_reshape_only,
+                "x.reshape(B, T, H·Dh) on a (B, H, T, Dh) tensor reads it in memory order and mixes "
+                "positions; bring T next to B first: x.transpose(1, 2).reshape(B, T, H·Dh)."),
+        Mistake("heads interleaved", _merge_interleaved,
+                "the heads must be concatenated: columns h·Dh … (h+1)·Dh - 1 of the output are head h. "
+                "Transpose to (B, T, H, Dh) and then reshape."),
+    ],
+)
+
+
+# --------------------------------------------------------------------------- 3. repeat_kv
+
+def _repeat_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(randn(gen, dims["B"], dims["G"], dims["S"], dims["Dh"], dtype=dtype), dims["R"])
+
+
+def _repeat_tiled(x, n_rep):
+    return x.repeat(1, n_rep, 1, 1)  # head i → KV head i % G
+
+
+def _repeat_positions(x, n_rep):
+    return x.repeat_interleave(n_rep, dim=2)  # (B, G, S·n_rep, Dh)
+
+
+REPEAT_KV = Exercise(
+    name="repeat_kv",
+    reference=tfm_ref.repeat_kv,
+    inputs=_repeat_inputs,
+    arg_names=("x", "n_rep"),
+    shapes=[dict(B=1, G=1, S=1, Dh=1, R=2), dict(B=1, G=2, S=1, Dh=1, R=2), dict(B=1, G=2, S=2, Dh=2, R=2),
+            dict(B=2, G=2, S=3, Dh=2, R=3), dict(B=2, G=3, S=4, Dh=2, R=2)],
+    visible=[Case("G = 3 KV heads, each repeated n_rep = 2 times")],
+    hidden=[
+        Case("random sizes", dims=random_dims(B=(1, 3), G=(1, 4), S=(1, 6), Dh=(1, 5), R=(1, 4))),
+        Case("n_rep = 1 (MHA)", dims=dict(B=2, G=4, S=3, Dh=2, R=1)),
+        Case("one KV head (MQA)", dims=dict(B=2, G=1, S=3, Dh=2, R=4)),
+        Case("float64", dtype=torch.float64),
+        Case("gradients", grad=True),
+    ],
+    mistakes=[
+        Mistake("wrong K/V head grouping: repeat instead of repeat_interleave", _repeat_tiled,
+                "x.repeat(1, n_rep, 1, 1) tiles the heads (kv0, kv1, kv0, kv1, …), so query head i "
+                "would use KV head i % G. Each KV head must serve n_rep *consecutive* query heads "
+                "(kv0, kv0, kv1, kv1, …): query head i uses KV head i // n_rep."),
+        Mistake("repeated along the positions", _repeat_positions,
+                "you repeated along axis 2 (positions S); the heads are axis 1 of (B, G, S, Dh)."),
+    ],
+    forbidden=(torch.repeat_interleave, torch.Tensor.repeat_interleave),
+)
+
+
+# --------------------------------------------------------------------------- 4. kv_cache_bytes
+
+def _cache_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(dims["L"], dims["G"], dims["Dh"], dims["S"], batch=dims["B"], bytes_per_elem=dims["E"])
+
+
+def _cache_defaults(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(dims["L"], dims["G"], dims["Dh"], dims["S"])
+
+
+def _llama2_70b(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(80, 8, 128, 4096, batch=1, bytes_per_elem=2)  # Llama-2-70B: 80 layers, GQA with 8 KV heads
+
+
+def _cache_no_factor_two(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
+    return n_layers * batch * n_kv_heads * seq_len * head_dim * bytes_per_elem
+
+
+def _cache_no_layers(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
+    return 2 * batch * n_kv_heads * seq_len * head_dim * bytes_per_elem
+
+
+def _cache_no_batch(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
+    return 2 * n_layers * n_kv_heads * seq_len * head_dim * bytes_per_elem
+
+
+def _cache_elements(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
+    return 2 * n_layers * batch * n_kv_heads * seq_len * head_dim
+
+
+def _cache_bits(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
+    return 2 * n_layers * batch * n_kv_heads * seq_len * head_dim * bytes_per_elem * 8
+
+
+KV_CACHE_BYTES = Exercise(
+    name="kv_cache_bytes",
+    reference=tfm_ref.kv_cache_bytes,
+    inputs=_cache_inputs,
+    arg_names=("n_layers", "n_kv_heads", "head_dim", "seq_len"),
+    shapes=[dict(L=1, G=1, Dh=1, S=1, B=1, E=1), dict(L=2, G=1, Dh=2, S=3, B=1, E=2),
+            dict(L=6, G=2, Dh=8, S=5, B=3, E=4)],
+    visible=[Case("a small model, batch 3, fp32 (4 bytes)"), Case("Llama-2-70B, 4096 tokens", inputs=_llama2_70b)],
+    hidden=[
+        Case("random sizes", dims=random_dims(L=(1, 96), G=(1, 64), Dh=(1, 256), S=(0, 100_000), B=(1, 64), E=(1, 4))),
+        Case("defaults: batch 1, 2 bytes", inputs=_cache_defaults),
+        Case("empty cache (seq_len 0)", dims=dict(L=4, G=2, Dh=8, S=0, B=2, E=2)),
+    ],
+    mistakes=[
+        Mistake("forgot the factor 2 (K and V)", _cache_no_factor_two,
+                "the cache holds two tensors per layer, the keys and the values: multiply by 2."),
+        Mistake("forgot the layers", _cache_no_layers,
+                "every layer has its own K and V cache: multiply by n_layers."),
+        Mistake("forgot the batch", _cache_no_batch,
+                "each sequence of the batch has its own cache: multiply by batch."),
+        Mistake("counted elements, not bytes", _cache_elements,
+                "you counted elements; multiply by bytes_per_elem (2 for fp16/bf16, 4 for fp32)."),
+        Mistake("counted bits", _cache_bits,
+                "bytes_per_elem is already in bytes: do not multiply by 8."),
+    ],
+)
+
+
+# --------------------------------------------------------------------------- 5. MultiHeadAttention
+
+class BrokenMultiHeadAttention(tfm_ref.MultiHeadAttention):
+    """tfm_ref's layer written out step by step, each step swappable: the mistakes below (and
+    chapter 4's) are subclasses that change exactly one step."""
+
+    def split(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
+        return tfm_ref.split_heads(x, n_heads)
+
+    def merge(self, x: torch.Tensor) -> torch.Tensor:
+        return tfm_ref.merge_heads(x)
+
+    def repeat(self, x: torch.Tensor, n_rep: int) -> torch.Tensor:
+        return tfm_ref.repeat_kv(x, n_rep)
+
+    def sources(self, x: torch.Tensor, context: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(query source, key/value source)."""
+        return x, x if context is None else context
+
+    def attend(self, q, k, v, mask):
+        return tfm_ref.scaled_dot_product_attention(q, k, v, mask)
+
+    def project_out(self, merged: torch.Tensor) -> torch.Tensor:
+        return self.out_proj(merged)
+
+    def forward(self, x, context=None, mask=None):
+        query_source, kv_source = self.sources(x, context)
+        q = self.split(self.q_proj(query_source), self.n_heads)  # (B, H, T, Dh)
+        k = self.split(self.k_proj(kv_source), self.n_kv_heads)  # (B, G, S, Dh)
+        v = self.split(self.v_proj(kv_source), self.n_kv_heads)  # (B, G, S, Dh)
+        n_rep = self.n_heads // self.n_kv_heads
+        k, v = self.repeat(k, n_rep), self.repeat(v, n_rep)  # (B, H, S, Dh)
+        return self.project_out(self.merge(self.attend(q, k, v, mask)))  # (B, T, D)
+
+
+class _MHAReshapeSplit(BrokenMultiHeadAttention):
+    def split(self, x, n_heads):
+        return _split_reshape_only(x, n_heads)
+
+
+class _MHAReshapeMerge(BrokenMultiHeadAttention):
+    def merge(self, x):
+        return _merge_reshape_only(x)
+
+
+class _MHATiledKV(BrokenMultiHeadAttention):
+    def repeat(self, x, n_rep):
+        return _repeat_tiled(x, n_rep)
+
+
+class _MHANoScaling(BrokenMultiHeadAttention):
+    def attend(self, q, k, v, mask):
+        return tfm_ref.scaled_dot_product_attention(q * math.sqrt(q.shape[-1]), k, v, mask)  # cancels the 1/√Dh
+
+
+class _MHAScaleByModelWidth(BrokenMultiHeadAttention):
+    def attend(self, q, k, v, mask):
+        # 1/√D instead of 1/√Dh: rescale q so that the reference's 1/√Dh becomes 1/√(H·Dh)
+        return tfm_ref.scaled_dot_product_attention(q / math.sqrt(self.n_heads), k, v, mask)
+
+
+class _MHANoOutProj(BrokenMultiHeadAttention):
+    def project_out(self, merged):
+        return merged
+
+
+class MaskIgnoredMultiHeadAttention(BrokenMultiHeadAttention):
+    """The mask is not passed on to the attention (chapter 4 reuses it for the source mask)."""
+
+    def attend(self, q, k, v, mask):
+        return tfm_ref.scaled_dot_product_attention(q, k, v)
+
+
+def mha_dims(cross: bool = False):
+    """Random sizes for a multi-head layer that divide as they must (G | H, H | D); with
+    ``cross``, also a source length S."""
+    def draw(gen: torch.Generator) -> dict[str, int]:
+        base = random_dims(B=(1, 3), T=(1, 7), S=(1, 7), G=(1, 3), R=(1, 3), Dh=(1, 4))(gen)
+        heads = base["G"] * base["R"]
+        sizes = dict(B=base["B"], T=base["T"], D=heads * base["Dh"], H=heads, G=base["G"])
+        return {**sizes, "S": base["S"]} if cross else sizes
+    return draw
+
+
+def mha_kwargs(dims) -> dict:
+    return dict(d_model=dims["D"], n_heads=dims["H"], n_kv_heads=dims["G"], bias=bool(dims.get("bias", 1)))
+
+
+def _self_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(randn(gen, dims["B"], dims["T"], dims["D"], dtype=dtype))
+
+
+def _padded_self_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    """Self-attention over a padded batch: the keys of padded positions are masked (B, 1, 1, T)."""
+    lengths = torch.randint(1, dims["T"] + 1, (dims["B"],), generator=gen)  # every query keeps a key
+    lengths[0] = max(1, dims["T"] - 1)
+    return Call(_self_inputs(gen, dims, dtype).args[0], mask=tfm_ref.key_mask(tfm_ref.padding_mask(lengths, dims["T"])))
+
+
+def _causal_self_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_self_inputs(gen, dims, dtype).args[0], mask=tfm_ref.causal_mask(dims["T"]))
+
+
+_MHA_SHAPES = [dict(B=1, T=1, D=2, H=1, G=1), dict(B=1, T=2, D=2, H=2, G=1), dict(B=1, T=2, D=4, H=2, G=2),
+               dict(B=1, T=2, D=4, H=4, G=2), dict(B=1, T=3, D=8, H=4, G=2), dict(B=2, T=5, D=16, H=4, G=2)]
+
+MULTIHEAD = Exercise(
+    name="MultiHeadAttention",
+    key="multihead",
+    reference=tfm_ref.MultiHeadAttention,
+    adapter=ModuleAdapter(mha_kwargs),
+    inputs=_padded_self_inputs,
+    arg_names=("x",),
+    shapes=_MHA_SHAPES,
+    visible=[Case("GQA (H = 4, G = 2) over a padded batch")],
+    hidden=[
+        Case("MHA (G = H)", dims=dict(B=2, T=5, D=12, H=3, G=3), inputs=_self_inputs),
+        Case("MQA (G = 1)", dims=dict(B=2, T=4, D=16, H=4, G=1), inputs=_self_inputs),
+        Case("causal mask", inputs=_causal_self_inputs),
+        Case("random sizes", dims=mha_dims()),
+        Case("length-1 sequences", dims=dict(B=3, T=1, D=8, H=4, G=2)),
+        Case("no biases (bias=False)", dims=dict(B=2, T=4, D=8, H=4, G=2, bias=0)),
+        Case("gradients (inputs and weights)", grad=True),
+    ],
+    mistakes=[
+        Mistake("reshape without transpose when splitting heads", _MHAReshapeSplit,
+                "reshaping the projection (B, T, H·Dh) straight to (B, H, T, Dh) mixes positions into "
+                "heads: view(B, T, H, Dh).transpose(1, 2)."),
+        Mistake("reshape without transpose when merging heads", _MHAReshapeMerge,
+                "merge the heads with out.transpose(1, 2).reshape(B, T, H·Dh), not a bare reshape."),
+        Mistake("wrong K/V head grouping", _MHATiledKV,
+                "query head i must use KV head i // (H/G): repeat each KV head H/G times in a row "
+                "(kv0, kv0, kv1, kv1), not tile them (kv0, kv1, kv0, kv1)."),
+        Mistake("missing scaling", _MHANoScaling,
+                "each head's scores must be divided by √Dh, the head width (d_model / n_heads)."),
+        Mistake("scaled by √d_model instead of √Dh", _MHAScaleByModelWidth,
+                "the scale is the square root of the width of one head, Dh = d_model / n_heads, not of d_model."),
+        Mistake("no output projection", _MHANoOutProj,
+                "after merging the heads, mix them with out_proj (W_O): return self.out_proj(merged)."),
+        Mistake("mask ignored", MaskIgnoredMultiHeadAttention,
+                "pass `mask` on to the attention: it broadcasts over the heads as (B, 1, T, S) or (B, 1, 1, S)."),
+    ],
+    forbidden=ATTENTION_LIBRARY,
+    allowed=CHAPTER1_HELPERS,
+)
+
+EXERCISES = (SPLIT_HEADS, MERGE_HEADS, REPEAT_KV, KV_CACHE_BYTES, MULTIHEAD)

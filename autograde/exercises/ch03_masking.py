@@ -1,0 +1,356 @@
+"""Chapter 3 exercises — the look-ahead (causal) mask, the padding mask, combining them, and
+shifted-right decoder inputs for teacher forcing.
+
+One convention everywhere: a boolean mask, **True = may attend** (as in
+``F.scaled_dot_product_attention``). `causal_mask` and `padding_mask` are checked against
+`tfm_ref`; `attention_mask` and `shift_right` are not part of tfm_ref's contract, so their
+references are written here (`attention_mask_reference`, `shift_right_reference`).
+`tests/test_exercises_ch03.py` proves every check passes the reference and fails every
+mistake with its hint.
+
+Shapes: B batch · T query positions · S key positions.
+"""
+from __future__ import annotations
+
+import torch
+
+import tfm_ref
+
+from ..checking import Call, Case, Exercise, Mistake, random_dims
+
+__all__ = ["attention_mask_reference", "shift_right_reference", "CAUSAL_MASK", "PADDING_MASK", "ATTENTION_MASK",
+           "SHIFT_RIGHT", "EXERCISES"]
+
+# PyTorch's own look-ahead mask (a float mask, -inf above the diagonal).
+TORCH_CAUSAL = (torch.nn.Transformer.generate_square_subsequent_mask,
+                torch.nn.modules.transformer._generate_square_subsequent_mask)
+
+
+# --------------------------------------------------------------------------- references not in tfm_ref
+
+def attention_mask_reference(lengths: torch.Tensor, max_len: int, causal: bool = True) -> torch.Tensor:
+    """The self-attention mask of a right-padded batch: padded keys blocked, and (``causal``)
+    future keys blocked.
+
+    Args:
+        lengths: (B,) real tokens of each sequence.  max_len: the padded length T (= S).
+        causal: add the look-ahead mask (decoder self-attention).
+    Returns:
+        bool (B, 1, T, T), True = may attend; broadcasts over the heads.
+    """
+    keys = tfm_ref.key_mask(tfm_ref.padding_mask(lengths, max_len))  # (B, 1, 1, S)
+    allowed = tfm_ref.causal_mask(max_len) if causal else torch.ones(max_len, max_len, dtype=torch.bool)
+    return keys & allowed  # (B, 1, T, S)
+
+
+def shift_right_reference(targets: torch.Tensor, bos_id: int) -> torch.Tensor:
+    """The decoder input for teacher forcing: ``<bos>`` then the targets but the last.
+
+    Args:
+        targets: (B, T) token ids.  bos_id: the id of ``<bos>``.
+    Returns:
+        (B, T), same dtype: position t holds target t - 1, position 0 holds ``bos_id``.
+    """
+    bos = targets.new_full((targets.shape[0], 1), bos_id)  # (B, 1)
+    return torch.cat([bos, targets[:, :-1]], dim=1)  # (B, T)
+
+
+# --------------------------------------------------------------------------- 1. causal_mask
+
+def _square(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(dims["T"])
+
+
+def _square_both(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(dims["T"], dims["T"])
+
+
+def _rectangular(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(dims["T"], dims["S"])
+
+
+def _ones(n_q: int, n_k: int | None) -> tuple[torch.Tensor, int]:
+    n_k = n_q if n_k is None else n_k
+    return torch.ones(n_q, n_k, dtype=torch.bool), n_k - n_q
+
+
+def _longer_keys(gen: torch.Generator) -> dict[str, int]:
+    """Random sizes with n_k ≥ n_q (the queries are the last positions)."""
+    sizes = random_dims(T=(1, 8), extra=(0, 6))(gen)
+    return dict(T=sizes["T"], S=sizes["T"] + sizes["extra"])
+
+
+def _causal_upper(n_q, n_k=None, device=None):
+    ones, offset = _ones(n_q, n_k)
+    return ones.triu(diagonal=offset)
+
+
+def _causal_inverted(n_q, n_k=None, device=None):
+    return ~tfm_ref.causal_mask(n_q, n_k)
+
+
+def _causal_no_diagonal(n_q, n_k=None, device=None):
+    ones, offset = _ones(n_q, n_k)
+    return ones.tril(diagonal=offset - 1)
+
+
+def _causal_not_aligned(n_q, n_k=None, device=None):
+    ones, _ = _ones(n_q, n_k)
+    return ones.tril()
+
+
+def _causal_float(n_q, n_k=None, device=None):
+    return tfm_ref.causal_mask(n_q, n_k).float()
+
+
+CAUSAL_MASK = Exercise(
+    name="causal_mask",
+    reference=tfm_ref.causal_mask,
+    inputs=_square,
+    arg_names=("n_q", "n_k"),
+    shapes=[dict(T=1, S=1), dict(T=1, S=2), dict(T=2, S=2), dict(T=2, S=3), dict(T=3, S=3), dict(T=3, S=6),
+            dict(T=5, S=8)],
+    visible=[Case("square mask (n_q = n_k = 5)"), Case("queries are the last 3 of 6 positions", dims=dict(T=3, S=6),
+                                                      inputs=_rectangular)],
+    hidden=[
+        Case("random square sizes", dims=random_dims(T=(1, 12))),
+        Case("random n_k ≥ n_q", dims=_longer_keys, inputs=_rectangular),
+        Case("n_k given equal to n_q", inputs=_square_both),
+        Case("one query (a decoding step with a cache)", dims=dict(T=1, S=7), inputs=_rectangular),
+        Case("length 1", dims=dict(T=1, S=1)),
+    ],
+    mistakes=[
+        Mistake("upper instead of lower triangle", _causal_upper,
+                "query i (row i) may see keys 0 … i, the columns at and *left* of the diagonal: a lower "
+                "triangle (torch.tril), not torch.triu."),
+        Mistake("polarity inverted (True = blocked)", _causal_inverted,
+                "in this course True means 'may attend'; you marked the blocked (future) positions, as "
+                "nn.Transformer's masks do. Return the lower triangle, diagonal included."),
+        Mistake("diagonal excluded", _causal_no_diagonal,
+                "a position may attend to itself: keep the diagonal (tril with diagonal=0 for a square mask)."),
+        Mistake("not aligned to the end when n_k > n_q", _causal_not_aligned,
+                "with n_k > n_q the queries are the *last* n_q positions (decoding with a cache), so query "
+                "i sees keys 0 … i + n_k - n_q: shift the triangle with tril(diagonal=n_k - n_q)."),
+        Mistake("a float mask", _causal_float,
+                "masks are boolean (True = may attend): build it with dtype=torch.bool, so that ~mask "
+                "and masked_fill work."),
+    ],
+    forbidden=TORCH_CAUSAL,
+)
+
+
+# --------------------------------------------------------------------------- 2. padding_mask
+
+def _lengths(gen: torch.Generator, dims) -> torch.Tensor:
+    """(B,) lengths in [0, S]; the first sequence is cut short when it can be, so padding shows."""
+    lengths = torch.randint(0, dims["S"] + 1, (dims["B"],), generator=gen)
+    lengths[0] = dims["S"] // 2
+    return lengths
+
+
+def _padding_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_lengths(gen, dims), dims["S"])
+
+
+def _padding_list_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_lengths(gen, dims).tolist(), dims["S"])
+
+
+def _padding_extremes(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    lengths = torch.arange(dims["B"]) % 2 * dims["S"]  # 0, S, 0, S, …: all padding, no padding
+    return Call(lengths, dims["S"])
+
+
+def _padding_inverted(lengths, max_len):
+    return ~tfm_ref.padding_mask(lengths, max_len)
+
+
+def _padding_off_by_one(lengths, max_len):
+    positions = torch.arange(max_len)  # (S,)
+    return positions[None, :] <= torch.as_tensor(lengths)[:, None]  # one real token too many
+
+
+def _padding_transposed(lengths, max_len):
+    return tfm_ref.padding_mask(lengths, max_len).T  # (S, B)
+
+
+PADDING_MASK = Exercise(
+    name="padding_mask",
+    reference=tfm_ref.padding_mask,
+    inputs=_padding_inputs,
+    arg_names=("lengths", "max_len"),
+    shapes=[dict(B=1, S=1), dict(B=1, S=2), dict(B=2, S=3), dict(B=3, S=5), dict(B=4, S=7)],
+    visible=[Case("random lengths (a tensor)")],
+    hidden=[
+        Case("lengths as a Python list", inputs=_padding_list_inputs),
+        Case("random sizes", dims=random_dims(B=(1, 6), S=(1, 12))),
+        Case("all padding and no padding", inputs=_padding_extremes),
+        Case("length-1 sequences", dims=dict(B=3, S=1)),
+    ],
+    mistakes=[
+        Mistake("polarity inverted (True = padding)", _padding_inverted,
+                "True must mark the *real* tokens (may attend); you marked the padding, the "
+                "convention of nn.MultiheadAttention's key_padding_mask."),
+        Mistake("off by one (<= instead of <)", _padding_off_by_one,
+                "a sequence of length n has real tokens at positions 0 … n - 1: position < n, not <= n."),
+        Mistake("transposed (S, B)", _padding_transposed,
+                "the mask is (B, S): one row per sequence. Compare positions[None, :] with lengths[:, None]."),
+    ],
+)
+
+
+# --------------------------------------------------------------------------- 3. attention_mask (combined)
+
+def _combined_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_lengths(gen, dims), dims["S"], causal=True)
+
+
+def _combined_padding_only(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_lengths(gen, dims), dims["S"], causal=False)
+
+
+def _combined_empty(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    lengths = _lengths(gen, dims)
+    lengths[-1] = 0  # a sequence with no real token: every row of its mask is empty
+    return Call(lengths, dims["S"], causal=True)
+
+
+def _mask_on_queries(lengths, max_len, causal=True):
+    real = tfm_ref.padding_mask(lengths, max_len)[:, None, :, None]  # (B, 1, T, 1): blocks padded queries only
+    allowed = tfm_ref.causal_mask(max_len) if causal else torch.ones(max_len, max_len, dtype=torch.bool)
+    return real & allowed
+
+
+def _mask_or(lengths, max_len, causal=True):
+    keys = tfm_ref.key_mask(tfm_ref.padding_mask(lengths, max_len))  # (B, 1, 1, S)
+    if not causal:
+        return keys.expand(-1, -1, max_len, -1)
+    return keys | tfm_ref.causal_mask(max_len)
+
+
+def _mask_causal_only(lengths, max_len, causal=True):
+    allowed = tfm_ref.causal_mask(max_len) if causal else torch.ones(max_len, max_len, dtype=torch.bool)
+    return allowed.expand(len(lengths), 1, max_len, max_len)
+
+
+def _mask_causal_ignored(lengths, max_len, causal=True):
+    return attention_mask_reference(lengths, max_len, causal=False)
+
+
+def _mask_no_head_axis(lengths, max_len, causal=True):
+    return attention_mask_reference(lengths, max_len, causal)[:, 0]  # (B, T, S)
+
+
+ATTENTION_MASK = Exercise(
+    name="attention_mask",
+    reference=attention_mask_reference,
+    inputs=_combined_inputs,
+    arg_names=("lengths", "max_len"),
+    shapes=[dict(B=1, S=1), dict(B=1, S=2), dict(B=2, S=3), dict(B=2, S=4), dict(B=3, S=5)],
+    visible=[Case("causal + padding, random lengths"), Case("padding only (causal=False)",
+                                                             inputs=_combined_padding_only)],
+    hidden=[
+        Case("random sizes", dims=random_dims(B=(1, 5), S=(1, 10))),
+        Case("an all-padding sequence (fully masked rows)", dims=dict(B=3, S=4), inputs=_combined_empty),
+        Case("length-1 sequences", dims=dict(B=2, S=1)),
+        Case("lengths as a Python list",
+             inputs=lambda gen, dims, dtype: Call(_lengths(gen, dims).tolist(), dims["S"], causal=True)),
+    ],
+    mistakes=[
+        Mistake("padding applied to the queries instead of the keys", _mask_on_queries,
+                "the padding mask says which *keys* are real, so it runs along the last axis S: "
+                "padding_mask(...)[:, None, None, :] (B, 1, 1, S), not [:, None, :, None]."),
+        Mistake("masks combined with OR", _mask_or,
+                "a key may be attended only if it is real AND not in the future: combine with &, not |."),
+        Mistake("padding mask missing", _mask_causal_only,
+                "padded keys must be blocked too: & the causal mask with the padding mask of the keys."),
+        Mistake("causal mask missing", _mask_causal_ignored,
+                "with causal=True, & the padding mask with causal_mask(max_len) as well."),
+        Mistake("no head axis: (B, T, S)", _mask_no_head_axis,
+                "return (B, 1, T, S) so the mask broadcasts over the heads of (B, H, T, S) scores."),
+    ],
+    forbidden=(attention_mask_reference, *TORCH_CAUSAL),
+    allowed=(tfm_ref.causal_mask, tfm_ref.padding_mask, tfm_ref.key_mask),
+)
+
+
+# --------------------------------------------------------------------------- 4. shift_right
+
+def _targets(gen: torch.Generator, dims, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    return torch.randint(3, 50, (dims["B"], dims["T"]), generator=gen).to(dtype)  # ids ≥ 3: not pad/bos/eos
+
+
+def _shift_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_targets(gen, dims), 1)
+
+
+def _shift_int32(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_targets(gen, dims, torch.int32), 2)
+
+
+def _shift_padded(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    targets = _targets(gen, dims)
+    targets[:, dims["T"] // 2:] = 0  # right padding (pad id 0) is shifted like any token
+    return Call(targets, 1)
+
+
+def _shift_left(targets, bos_id):
+    return torch.cat([targets[:, 1:], targets.new_full((targets.shape[0], 1), bos_id)], dim=1)
+
+
+def _shift_drop_first(targets, bos_id):
+    return torch.cat([targets.new_full((targets.shape[0], 1), bos_id), targets[:, 1:]], dim=1)
+
+
+def _shift_keep_all(targets, bos_id):
+    return torch.cat([targets.new_full((targets.shape[0], 1), bos_id), targets], dim=1)  # (B, T + 1)
+
+
+def _shift_roll(targets, bos_id):
+    return targets.roll(1, dims=1)  # the last target wraps round to position 0
+
+
+def _shift_bos_int64(targets, bos_id):
+    bos = torch.full((targets.shape[0], 1), bos_id)  # int64 whatever the targets' dtype
+    return torch.cat([bos, targets[:, :-1]], dim=1)
+
+
+def _shift_time_axis(targets, bos_id):
+    return torch.cat([targets.new_full((1, targets.shape[1]), bos_id), targets[:-1]], dim=0)  # shifted the batch
+
+
+SHIFT_RIGHT = Exercise(
+    name="shift_right",
+    reference=shift_right_reference,
+    inputs=_shift_inputs,
+    arg_names=("targets", "bos_id"),
+    shapes=[dict(B=1, T=1), dict(B=1, T=2), dict(B=2, T=3), dict(B=3, T=5)],
+    visible=[Case("random targets, bos_id = 1")],
+    hidden=[
+        Case("random sizes", dims=random_dims(B=(1, 6), T=(1, 12))),
+        Case("int32 ids, bos_id = 2", inputs=_shift_int32),
+        Case("right-padded targets", dims=dict(B=3, T=6), inputs=_shift_padded),
+        Case("length-1 targets", dims=dict(B=3, T=1)),
+        Case("one sequence", dims=dict(B=1, T=6)),
+    ],
+    mistakes=[
+        Mistake("shifted left", _shift_left,
+                "the decoder input at step t is the *previous* target, t - 1: put <bos> in front and "
+                "drop the last target (that is what the model must predict from it)."),
+        Mistake("dropped the first target instead of the last", _shift_drop_first,
+                "after <bos> come targets 0 … T-2: drop the last one (targets[:, :-1]), not the first."),
+        Mistake("nothing dropped (length T + 1)", _shift_keep_all,
+                "the input must keep the targets' length T: drop the last target after prepending <bos>."),
+        Mistake("torch.roll without <bos>", _shift_roll,
+                "roll wraps the last target round to position 0, so the model would see the answer's end; "
+                "position 0 must be bos_id."),
+        Mistake("shifted along the batch axis", _shift_time_axis,
+                "targets are (B, T): shift along dim 1, the time axis, not dim 0."),
+        Mistake("<bos> column of the wrong dtype", _shift_bos_int64,
+                "torch.full makes int64 by default, and cat promotes the int32 targets to it; build the "
+                "<bos> column with the targets' dtype: targets.new_full((B, 1), bos_id)."),
+    ],
+    forbidden=(shift_right_reference,),
+)
+
+EXERCISES = (CAUSAL_MASK, PADDING_MASK, ATTENTION_MASK, SHIFT_RIGHT)

@@ -1,0 +1,317 @@
+"""Chapter 4 exercises — cross-attention: queries from the decoder, keys and values from the
+encoder's output (the *memory*), and the masks of an encoder-decoder step.
+
+    CrossAttention(X, M) = softmax((X W_Q)(M W_K)ᵀ / √d_k) (M W_V)      weights: n_tgt × n_src
+
+`MultiHeadAttention` is checked against `tfm_ref`; `cross_attention` (one head, explicit
+weight matrices) and `encoder_decoder_masks` are not part of tfm_ref's contract, so their
+references are written here (`cross_attention_reference`, `encoder_decoder_masks_reference`).
+`tests/test_exercises_ch04.py` proves every check passes the reference and fails every
+mistake with its hint.
+
+Shapes: B batch · T target (query) positions · S source (key) positions · D model width ·
+Dk query/key width · Dv value width · H query heads · G key/value heads.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+import tfm_ref
+
+from ..checking import Call, Case, Exercise, Mistake, ModuleAdapter, randn, random_dims
+from .ch02_multihead import (ATTENTION_LIBRARY, BrokenMultiHeadAttention, MaskIgnoredMultiHeadAttention, mha_dims,
+                             mha_kwargs)
+
+__all__ = ["cross_attention_reference", "encoder_decoder_masks_reference", "CROSS_ATTENTION", "CROSS_MULTIHEAD",
+           "ENCODER_DECODER_MASKS", "EXERCISES"]
+
+# Chapter 1's attention, given to the student (already graded there), and chapter 2's head helpers.
+GIVEN_HELPERS = (tfm_ref.scaled_dot_product_attention, tfm_ref.softmax, tfm_ref.split_heads, tfm_ref.merge_heads,
+                 tfm_ref.repeat_kv)
+
+
+# --------------------------------------------------------------------------- references not in tfm_ref
+
+def cross_attention_reference(x, memory, w_q, w_k, w_v, src_mask=None):
+    """One head of cross-attention from the decoder states ``x`` to the encoder output ``memory``.
+
+    Args:
+        x: (B, T, D) decoder states (the queries' source).  memory: (B, S, D) encoder output
+            (the keys' and values' source).  w_q, w_k: (D, Dk).  w_v: (D, Dv).
+        src_mask: (B, S) bool, True = real source token; None = no padding.
+    Returns:
+        out (B, T, Dv) and the weights (B, T, S): row t says where target position t looks in the source.
+    """
+    q, k, v = x @ w_q, memory @ w_k, memory @ w_v  # (B, T, Dk), (B, S, Dk), (B, S, Dv)
+    mask = None if src_mask is None else src_mask[:, None, :]  # (B, 1, S): the same keys for every query
+    return tfm_ref.scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+
+
+def encoder_decoder_masks_reference(src_lengths, src_len: int, tgt_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two masks of a decoder layer, for right-padded sources and targets.
+
+    The decoder's self-attention is causal (the targets are right-padded, so a real target
+    position never sees a padded one); its cross-attention sees every *real* source token,
+    the future included (the whole source is known).
+
+    Args:
+        src_lengths: (B,) real tokens of each source.  src_len: S.  tgt_len: T.
+    Returns:
+        self_mask (B, 1, T, T) and cross_mask (B, 1, T, S), bool, True = may attend.
+    """
+    src_lengths = torch.as_tensor(src_lengths)
+    batch = src_lengths.shape[0]
+    self_mask = tfm_ref.causal_mask(tgt_len).expand(batch, 1, tgt_len, tgt_len)  # (B, 1, T, T)
+    keys = tfm_ref.key_mask(tfm_ref.padding_mask(src_lengths, src_len))  # (B, 1, 1, S)
+    return self_mask, keys.expand(batch, 1, tgt_len, src_len)  # (B, 1, T, S)
+
+
+# --------------------------------------------------------------------------- 1. cross_attention (one head)
+
+def _source_lengths(gen: torch.Generator, batch: int, src_len: int) -> torch.Tensor:
+    """(B,) lengths in [1, S]; the first source is padded when it can be."""
+    lengths = torch.randint(1, src_len + 1, (batch,), generator=gen)
+    lengths[0] = max(1, src_len - 2)
+    return lengths
+
+
+def _weights(gen: torch.Generator, dims, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    scale = 1 / math.sqrt(dims["D"])  # keeps the scores O(1)
+    return tuple(randn(gen, dims["D"], dims[width], dtype=dtype) * scale for width in ("Dk", "Dk", "Dv"))
+
+
+def _cross_unmasked(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    x = randn(gen, dims["B"], dims["T"], dims["D"], dtype=dtype)
+    memory = randn(gen, dims["B"], dims["S"], dims["D"], dtype=dtype)
+    return Call(x, memory, *_weights(gen, dims, dtype))
+
+
+def _cross_masked(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    call = _cross_unmasked(gen, dims, dtype)
+    return Call(*call.args, src_mask=tfm_ref.padding_mask(_source_lengths(gen, dims["B"], dims["S"]), dims["S"]))
+
+
+def _cross_empty_source(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    call = _cross_unmasked(gen, dims, dtype)
+    lengths = _source_lengths(gen, dims["B"], dims["S"])
+    lengths[-1] = 0  # nothing to look at: zero weights and a zero output, not NaN
+    return Call(*call.args, src_mask=tfm_ref.padding_mask(lengths, dims["S"]))
+
+
+def _cross_kv_from_x(x, memory, w_q, w_k, w_v, src_mask=None):
+    return cross_attention_reference(x, x, w_q, w_k, w_v, src_mask)
+
+
+def _cross_q_from_memory(x, memory, w_q, w_k, w_v, src_mask=None):
+    return cross_attention_reference(memory, x, w_q, w_k, w_v, src_mask)
+
+
+def _cross_mask_ignored(x, memory, w_q, w_k, w_v, src_mask=None):
+    return cross_attention_reference(x, memory, w_q, w_k, w_v)
+
+
+def _cross_mask_inverted(x, memory, w_q, w_k, w_v, src_mask=None):
+    return cross_attention_reference(x, memory, w_q, w_k, w_v, None if src_mask is None else ~src_mask)
+
+
+def _cross_causal(x, memory, w_q, w_k, w_v, src_mask=None):
+    q, k, v = x @ w_q, memory @ w_k, memory @ w_v  # (B, T, Dk), (B, S, Dk), (B, S, Dv)
+    mask = torch.ones(q.shape[1], k.shape[1], dtype=torch.bool).tril()  # (T, S): a look-ahead mask
+    if src_mask is not None:
+        mask = mask & src_mask[:, None, :]  # (B, T, S)
+    return tfm_ref.scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+
+
+def _cross_no_scaling(x, memory, w_q, w_k, w_v, src_mask=None):
+    return cross_attention_reference(x * math.sqrt(w_q.shape[-1]), memory, w_q, w_k, w_v, src_mask)
+
+
+CROSS_ATTENTION = Exercise(
+    name="cross_attention",
+    reference=cross_attention_reference,
+    inputs=_cross_unmasked,
+    arg_names=("x", "memory", "w_q", "w_k", "w_v"),
+    shapes=[dict(B=1, T=1, S=2, D=2, Dk=2, Dv=1), dict(B=1, T=2, S=3, D=2, Dk=2, Dv=2),
+            dict(B=1, T=2, S=4, D=4, Dk=2, Dv=2), dict(B=2, T=3, S=5, D=8, Dk=4, Dv=3)],
+    visible=[Case("3 target and 5 source positions, no padding"), Case("padded sources", inputs=_cross_masked)],
+    hidden=[
+        Case("random sizes", dims=random_dims(B=(1, 3), T=(1, 7), S=(1, 9), D=(1, 12), Dk=(1, 8), Dv=(1, 6)),
+             inputs=_cross_masked),
+        Case("longer target than source", dims=dict(B=2, T=6, S=3, D=8, Dk=4, Dv=3), inputs=_cross_masked),
+        Case("length-1 target (one decoding step)", dims=dict(B=2, T=1, S=5, D=8, Dk=4, Dv=3), inputs=_cross_masked),
+        Case("length-1 source", dims=dict(B=2, T=4, S=1, D=8, Dk=4, Dv=3), inputs=_cross_masked),
+        Case("a source with no real token (fully masked rows)", inputs=_cross_empty_source),
+        Case("float64", dtype=torch.float64, inputs=_cross_masked),
+        Case("large scores", inputs=lambda gen, dims, dtype: _cross_masked(gen, dims, dtype).scaled(8.0)),
+        Case("gradients", grad=True, inputs=_cross_masked),
+    ],
+    mistakes=[
+        Mistake("keys and values taken from x instead of memory", _cross_kv_from_x,
+                "in cross-attention only the queries come from the decoder (x); the keys and values come "
+                "from the encoder output: k = memory @ w_k, v = memory @ w_v. The weights are then n_tgt × n_src."),
+        Mistake("queries taken from memory", _cross_q_from_memory,
+                "the queries come from the decoder, q = x @ w_q (one row per target position); the "
+                "memory gives the keys and values."),
+        Mistake("source padding mask ignored", _cross_mask_ignored,
+                "padded source tokens must get zero weight: fill their scores with -inf "
+                "(src_mask[:, None, :] broadcasts over the target positions)."),
+        Mistake("source mask polarity inverted", _cross_mask_inverted,
+                "src_mask is True for real tokens (may attend): fill where ~src_mask."),
+        Mistake("causal mask on cross-attention", _cross_causal,
+                "the whole source is known before decoding starts: cross-attention needs no look-ahead "
+                "mask, only the source padding mask."),
+        Mistake("missing scaling", _cross_no_scaling,
+                "divide the scores by √d_k (w_q.shape[-1]) before the softmax."),
+    ],
+    forbidden=(cross_attention_reference, *ATTENTION_LIBRARY),
+    allowed=GIVEN_HELPERS,
+)
+
+
+# --------------------------------------------------------------------------- 2. MultiHeadAttention with a context
+
+def _mha_cross(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    x = randn(gen, dims["B"], dims["T"], dims["D"], dtype=dtype)
+    memory = randn(gen, dims["B"], dims["S"], dims["D"], dtype=dtype)
+    return Call(x, memory)
+
+
+def _mha_cross_masked(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    x, memory = _mha_cross(gen, dims, dtype).args
+    lengths = _source_lengths(gen, dims["B"], dims["S"])
+    return Call(x, memory, tfm_ref.key_mask(tfm_ref.padding_mask(lengths, dims["S"])))  # mask (B, 1, 1, S)
+
+
+def _mha_self(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(randn(gen, dims["B"], dims["T"], dims["D"], dtype=dtype), mask=tfm_ref.causal_mask(dims["T"]))
+
+
+class _MHAKeysFromX(BrokenMultiHeadAttention):
+    def sources(self, x, context):
+        return x, x
+
+
+class _MHAQueriesFromContext(BrokenMultiHeadAttention):
+    def sources(self, x, context):
+        return (x, x) if context is None else (context, x)
+
+
+class _MHACausalCross(BrokenMultiHeadAttention):
+    def attend(self, q, k, v, mask):
+        look_ahead = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()  # (T, S)
+        return tfm_ref.scaled_dot_product_attention(q, k, v, look_ahead if mask is None else mask & look_ahead)
+
+
+_CROSS_SHAPES = [dict(B=1, T=1, S=2, D=2, H=1, G=1), dict(B=1, T=2, S=3, D=4, H=2, G=1),
+                 dict(B=1, T=2, S=3, D=4, H=2, G=2), dict(B=2, T=3, S=5, D=8, H=4, G=2)]
+
+CROSS_MULTIHEAD = Exercise(
+    name="MultiHeadAttention",
+    key="cross_multihead",
+    reference=tfm_ref.MultiHeadAttention,
+    adapter=ModuleAdapter(mha_kwargs),
+    inputs=_mha_cross,
+    arg_names=("x", "context", "mask"),
+    shapes=_CROSS_SHAPES,
+    visible=[Case("cross-attention, 3 target and 5 source positions"),
+             Case("cross-attention with a source padding mask", inputs=_mha_cross_masked)],
+    hidden=[
+        Case("random sizes", dims=mha_dims(cross=True), inputs=_mha_cross_masked),
+        Case("MHA (G = H)", dims=dict(B=2, T=4, S=6, D=12, H=3, G=3), inputs=_mha_cross_masked),
+        Case("MQA (G = 1)", dims=dict(B=2, T=4, S=6, D=16, H=4, G=1), inputs=_mha_cross_masked),
+        Case("length-1 target (one decoding step)", dims=dict(B=2, T=1, S=5, D=8, H=4, G=2), inputs=_mha_cross_masked),
+        Case("longer target than source", dims=dict(B=2, T=6, S=2, D=8, H=2, G=1), inputs=_mha_cross_masked),
+        Case("self-attention still works (context=None)", inputs=_mha_self),
+        Case("gradients (inputs and weights)", grad=True, inputs=_mha_cross_masked),
+    ],
+    mistakes=[
+        Mistake("keys and values taken from x instead of the context", _MHAKeysFromX,
+                "when `context` is given, k_proj and v_proj are applied to it (the encoder output), "
+                "and only q_proj to x: source = x if context is None else context."),
+        Mistake("queries taken from the context", _MHAQueriesFromContext,
+                "the queries come from x (the decoder, T positions); the context gives the keys and "
+                "values (S positions). The output is (B, T, D)."),
+        Mistake("source padding mask ignored", MaskIgnoredMultiHeadAttention,
+                "pass `mask` on to the attention: padded source tokens must get zero weight."),
+        Mistake("causal mask on cross-attention", _MHACausalCross,
+                "cross-attention needs no look-ahead mask: every target position may see the whole "
+                "(real) source."),
+    ],
+    forbidden=ATTENTION_LIBRARY,
+    allowed=GIVEN_HELPERS,
+)
+
+
+# --------------------------------------------------------------------------- 3. the masks of an encoder-decoder step
+
+def _masks_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_source_lengths(gen, dims["B"], dims["S"]), dims["S"], dims["T"])
+
+
+def _masks_empty_source(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    lengths = _source_lengths(gen, dims["B"], dims["S"])
+    lengths[-1] = 0
+    return Call(lengths.tolist(), dims["S"], dims["T"])
+
+
+def _masks_causal_cross(src_lengths, src_len, tgt_len):
+    self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
+    look_ahead = torch.ones(tgt_len, src_len, dtype=torch.bool).tril()  # (T, S)
+    return self_mask, cross_mask & look_ahead
+
+
+def _masks_no_padding(src_lengths, src_len, tgt_len):
+    self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
+    return self_mask, torch.ones_like(cross_mask)
+
+
+def _masks_not_causal(src_lengths, src_len, tgt_len):
+    self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
+    return torch.ones_like(self_mask), cross_mask
+
+
+def _masks_swapped(src_lengths, src_len, tgt_len):
+    self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
+    return cross_mask, self_mask
+
+
+def _masks_inverted_padding(src_lengths, src_len, tgt_len):
+    self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
+    return self_mask, ~cross_mask
+
+
+ENCODER_DECODER_MASKS = Exercise(
+    name="encoder_decoder_masks",
+    reference=encoder_decoder_masks_reference,
+    inputs=_masks_inputs,
+    arg_names=("src_lengths", "src_len", "tgt_len"),
+    shapes=[dict(B=1, S=1, T=1), dict(B=1, S=2, T=1), dict(B=1, S=3, T=2), dict(B=2, S=4, T=3), dict(B=3, S=5, T=4)],
+    visible=[Case("3 sources padded to 5, a target of 4")],
+    hidden=[
+        Case("random sizes", dims=random_dims(B=(1, 5), S=(1, 9), T=(1, 9))),
+        Case("target longer than the source", dims=dict(B=2, S=3, T=6)),
+        Case("one target position", dims=dict(B=2, S=5, T=1)),
+        Case("a source with no real token, lengths as a list", inputs=_masks_empty_source),
+    ],
+    mistakes=[
+        Mistake("causal mask on cross-attention", _masks_causal_cross,
+                "the look-ahead mask belongs to the decoder's *self*-attention only; cross-attention "
+                "may see the whole source (every real token)."),
+        Mistake("source padding mask missing", _masks_no_padding,
+                "cross-attention must not look at padded source tokens: its mask is the source "
+                "padding mask, broadcast over the target positions."),
+        Mistake("no causal mask on self-attention", _masks_not_causal,
+                "the decoder's self-attention must not see future target positions: causal_mask(tgt_len)."),
+        Mistake("masks swapped", _masks_swapped,
+                "return (self_mask, cross_mask): self-attention is target × target (T, T), "
+                "cross-attention target × source (T, S)."),
+        Mistake("source padding polarity inverted", _masks_inverted_padding,
+                "True marks the real source tokens (may attend), not the padding."),
+    ],
+    forbidden=(encoder_decoder_masks_reference, *ATTENTION_LIBRARY),
+    allowed=(tfm_ref.causal_mask, tfm_ref.padding_mask, tfm_ref.key_mask),
+)
+
+EXERCISES = (CROSS_ATTENTION, CROSS_MULTIHEAD, ENCODER_DECODER_MASKS)

@@ -1,0 +1,39 @@
+"""Chapter 4 checks: each passes tfm_ref and fails every catalogued mistake with its hint.
+
+Also: the references written in the exercise module are off limits, and the given helpers may be used.
+"""
+import pytest
+
+import tfm_ref
+from autograde.exercises import ch04_cross_attention as chapter
+from autograde.testing import assert_fails_with_hint, assert_passes, exercise_params, mistake_params
+
+
+@pytest.mark.parametrize("exercise", exercise_params(chapter))
+def test_reference_passes_every_check(exercise):
+    assert_passes(exercise)
+
+
+@pytest.mark.parametrize(("exercise", "mistake"), mistake_params(chapter))
+def test_each_mistake_fails_with_its_hint(exercise, mistake):
+    assert_fails_with_hint(exercise, mistake)
+
+
+def test_chapter_has_at_least_three_exercises():
+    assert len(chapter.EXERCISES) >= 3
+
+
+@pytest.mark.parametrize("exercise", [chapter.CROSS_ATTENTION, chapter.ENCODER_DECODER_MASKS], ids=lambda e: e.key)
+def test_the_references_written_here_are_off_limits(exercise):
+    report = exercise.run(exercise.reference, hidden=True, seed=0)
+    assert not report.passed
+    assert "ForbiddenCall" in report.message
+
+
+def test_the_given_chapter_1_attention_may_be_used():
+    def cross_attention(x, memory, w_q, w_k, w_v, src_mask=None):
+        mask = None if src_mask is None else src_mask[:, None, :]  # (B, 1, S)
+        return tfm_ref.scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, mask, return_weights=True)
+
+    report = chapter.CROSS_ATTENTION.run(cross_attention, hidden=True, seed=0)
+    assert report.passed, report.message
