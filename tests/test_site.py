@@ -1,0 +1,215 @@
+"""Browser tests of the built book (`_build/html`, made by `make book-strict` before `make test`).
+
+Every page of the table of contents is loaded in headless Chromium from a local HTTP server on
+127.0.0.1 and checked as a reader would see it: a title, rendered math, loaded figures, no
+JavaScript errors, internal links that resolve, and a search that finds things. A last test makes
+sure no page, download or source copy of the site contains solution code.
+"""
+from __future__ import annotations
+
+import functools
+import html
+import http.server
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# BOOK_SITE points the tests at a site built elsewhere (`jupyter-book build . --path-output DIR`).
+SITE = Path(os.environ.get("BOOK_SITE", ROOT / "_build" / "html"))
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+if not (SITE / "index.html").is_file():
+    pytest.skip("the book is not built: run `make book` (or `jupyter-book build .`) first", allow_module_level=True)
+
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+
+
+def toc_pages() -> list[str]:
+    """The html path (relative to the site) of every page in _toc.yml, in order."""
+    files = re.findall(r"^\s*(?:root|-\s*file):\s*(\S+)\s*$", (ROOT / "_toc.yml").read_text(encoding="utf-8"), re.M)
+    return [f"{name}.html" for name in files]
+
+
+PAGES = toc_pages()
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.targets: list[str] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        attrs = dict(attrs)
+        for key in ("href", "src"):
+            if tag in ("a", "img", "link", "script") and attrs.get(key):
+                self.targets.append(attrs[key])
+
+
+@pytest.fixture(scope="module")
+def server():
+    handler = functools.partial(_QuietHandler, directory=str(SITE))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # keep pytest's output readable
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (`make sysdeps` installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="tfm-book-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--no-first-run",
+                 "--disable-sync", f"--user-data-dir={profile}", "--window-size=1280,900"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def _wait(driver, condition, timeout: float = 30.0):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(condition)
+
+
+def test_every_toc_page_was_built():
+    missing = [page for page in PAGES if not (SITE / page).is_file()]
+    assert not missing, f"pages of _toc.yml missing from the build: {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_renders_with_title_math_figures_and_no_javascript_errors(page, server, browser):
+    if not (SITE / page).is_file():
+        pytest.skip(f"{page} was not built")
+    source = (SITE / page).read_text(encoding="utf-8")
+    browser.get_log("browser")  # drop what earlier pages logged
+    browser.get(f"{server}/{page}")
+    _wait(browser, lambda d: d.execute_script("return document.readyState") == "complete")
+
+    assert browser.title.strip(), f"{page}: empty <title>"
+    assert browser.find_elements("css selector", "main h1"), f"{page}: no <h1> in the page body"
+
+    if 'class="math' in source:
+        _wait(browser, lambda d: d.find_elements("css selector", "mjx-container"))
+        errors = browser.find_elements("css selector", "mjx-merror")
+        assert not errors, f"{page}: MathJax could not typeset {[e.text for e in errors][:3]}"
+
+    images = browser.execute_script(
+        "return Array.from(document.images).map(i => [i.getAttribute('src').slice(0, 80), i.complete, i.naturalWidth]);")
+    _wait(browser, lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete);"))
+    broken = browser.execute_script(
+        "return Array.from(document.images).filter(i => i.naturalWidth === 0).map(i => i.getAttribute('src').slice(0, 80));")
+    assert not broken, f"{page}: images that did not load: {broken} (of {len(images)})"
+
+    severe = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not severe, f"{page}: JavaScript console errors: {severe}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_has_launch_buttons_and_a_download_button(page):
+    if not (SITE / page).is_file():
+        pytest.skip(f"{page} was not built")
+    source = (SITE / page).read_text(encoding="utf-8")
+    for name, pattern in (("Binder", r'href="https://mybinder\.org/v2/'), ("Colab", r'href="https://colab\.research\.google\.com/'),
+                          ("JupyterHub", r'href="https://[^"]+/hub/user-redirect/git-pull\?')):
+        assert re.search(pattern, source), f"{page}: no {name} launch button"
+    assert "btn-download-source-button" in source, f"{page}: no download button"
+
+
+def test_pages_with_figures_show_them():
+    figures = {page: (SITE / page).read_text(encoding="utf-8").count("<img") for page in PAGES if (SITE / page).is_file()}
+    for chapter in ("book/intro.html", "book/01_attention.html", "book/02_multihead.html", "book/03_masking.html"):
+        if chapter in figures:
+            assert figures[chapter] > 0, f"{chapter} has no figure"
+
+
+def test_internal_links_resolve_to_existing_files():
+    broken = []
+    # The pages a reader reaches (_static/ holds theme templates with unrendered {{ … }} links).
+    for path in [SITE / page for page in (*PAGES, "index.html", "search.html", "genindex.html")]:
+        if not path.is_file():
+            continue
+        parser = _Links()
+        parser.feed(path.read_text(encoding="utf-8"))
+        for target in parser.targets:
+            parts = urlsplit(target)
+            if parts.scheme or parts.netloc or target.startswith(("#", "data:", "mailto:", "javascript:")):
+                continue
+            if not parts.path:
+                continue
+            resolved = (path.parent / unquote(parts.path)).resolve()
+            if not resolved.exists():
+                broken.append(f"{path.relative_to(SITE)} → {target}")
+    assert not broken, f"{len(broken)} broken internal links, e.g. {broken[:10]}"
+
+
+def test_search_finds_attention(server, browser):
+    browser.get(f"{server}/search.html?q=attention")
+    results = _wait(browser, lambda d: d.find_elements("css selector", "#search-results ul.search li"), timeout=30)
+    assert len(results) >= 3, f"search for 'attention' found {len(results)} pages"
+    linked = " ".join(r.find_element("css selector", "a").get_attribute("href") for r in results)
+    assert "01_attention" in linked, "search for 'attention' does not find the attention chapter"
+
+
+def _site_texts():
+    for path in SITE.rglob("*"):
+        if path.is_file() and path.suffix in (".html", ".ipynb", ".md", ".py", ".txt", ".js", ".json"):
+            yield path, path.read_text(encoding="utf-8", errors="replace")
+
+
+def _solution_bodies() -> list[str]:
+    """The code between the solution markers of the instructor notebooks (solutions/*/*.md or .ipynb)."""
+    texts = []
+    for notebook in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+        texts += ["".join(cell.get("source", "")) for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]]
+    texts += [path.read_text(encoding="utf-8") for path in sorted((ROOT / "solutions").glob("*/*.md"))]
+    bodies = set()
+    for text in texts:
+        for body in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", text, re.S):
+            lines = [line.strip() for line in body.splitlines() if line.strip() and not line.strip().startswith("#")]
+            if len(lines) >= 2:  # a one-line body could coincide with the chapter's own code
+                bodies.add("\n".join(lines))
+    return sorted(bodies)
+
+
+def test_no_built_file_contains_solution_markers():
+    leaks = [f"{path.relative_to(SITE)}: {marker}" for path, text in _site_texts() for marker in SOLUTION_MARKERS
+             if marker in text]
+    assert not leaks, f"solution or hidden-test markers in the site: {leaks[:10]}"
+
+
+def test_no_built_file_contains_a_reference_solution():
+    bodies = _solution_bodies()
+    if not bodies:
+        pytest.skip("no instructor notebooks with solutions in solutions/")
+    leaks = []
+    for path, text in _site_texts():
+        plain = "\n".join(line.strip() for line in html.unescape(re.sub(r"<[^>]+>", "", text)).splitlines() if line.strip())
+        leaks += [f"{path.relative_to(SITE)}: {body.splitlines()[0]}" for body in bodies if body in plain]
+    assert not leaks, f"reference solutions found in the site: {leaks[:10]}"

@@ -1,0 +1,53 @@
+"""tfm_ref/widgets/alignment.py: cross-attention maps of an encoder-decoder on a typed date."""
+from __future__ import annotations
+
+import torch
+
+from tfm_ref import Transformer, TransformerConfig, attention
+from tfm_ref.tasks import DateTask
+from tfm_ref.widgets.alignment import cross_attention_maps, use_attention
+
+
+def _tiny_date_model():
+    torch.manual_seed(0)
+    task = DateTask()
+    config = TransformerConfig(vocab_size=len(task.vocab), d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
+                               n_decoder_layers=2, dropout=0.0)
+    return Transformer(config).eval(), task
+
+
+def test_maps_are_n_tgt_by_n_src_per_layer_and_rows_sum_to_one():
+    model, task = _tiny_date_model()  # untrained: the shapes, not the alignment, are under test
+    source, output, maps = cross_attention_maps(model, task, "Nov 22, 2026")
+    assert source == list("Nov 22, 2026")
+    assert sorted(maps) == ["decoder.layers.0.cross_attn", "decoder.layers.1.cross_attn"]
+    for weights in maps.values():
+        assert weights.shape == (2, len(output), len(source))
+        assert torch.allclose(weights.sum(-1), torch.ones(2, len(output)), atol=1e-5)
+
+
+def test_use_attention_routes_every_layer_to_the_student_function_and_restores_the_model():
+    model, task = _tiny_date_model()
+    calls = []
+
+    def student(q, k, v, mask=None, **kwargs):
+        calls.append(q.shape)
+        return attention.scaled_dot_product_attention(q, k, v, mask, **kwargs)
+
+    before = {name: m.attn_impl for name, m in model.named_modules() if hasattr(m, "attn_impl")}
+    cross_attention_maps(model, task, "2026年11月22日", fn=student)
+    assert calls
+    assert {name: m.attn_impl for name, m in model.named_modules() if hasattr(m, "attn_impl")} == before
+    assert set(attention.ATTENTION_IMPLEMENTATIONS) == {"eager", "sdpa"}
+    with use_attention(model, None):  # None leaves the model as it is
+        assert {m.attn_impl for m in model.modules() if hasattr(m, "attn_impl")} == set(before.values())
+
+
+def test_alignment_view_draws_its_snapshot_for_a_given_model():
+    from types import SimpleNamespace
+
+    from tfm_ref.widgets.alignment import alignment_view
+
+    model, task = _tiny_date_model()
+    view = alignment_view(dates=SimpleNamespace(model=model, task=task))
+    assert "data:image/png;base64," in view.snapshot_html()

@@ -1,0 +1,137 @@
+"""Chapter 4 widget — the alignment view: cross-attention of the trained date model.
+
+Type a date ("Nov 22, 2026", "2026年11月22日", …); the model translates it greedily to ISO
+8601, then one teacher-forced pass over its own answer records every cross-attention map:
+row t shows which source characters output character t looked at (n_tgt × n_src).
+Plug in your own attention with ``alignment_view(fn=my_attention)``: the model's attention
+layers then call ``fn(q, k, v, mask, return_weights=..., dropout_p=...)`` instead of tfm_ref's.
+
+Shapes: B batch · H heads · T target positions · S source positions.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import ipywidgets as widgets
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from torch import nn
+
+from .. import attention
+from ..decoding import greedy_decode
+from ..multihead import MultiHeadAttention, record_attention
+from ..tasks import BOS_ID, EOS_ID
+from .display import LiveWidget, redraw
+
+__all__ = ["use_attention", "cross_attention_maps", "alignment_figure", "alignment_view"]
+
+_STUDENT = "student"
+
+
+@contextlib.contextmanager
+def use_attention(model: nn.Module, fn: Callable | None) -> Iterator[None]:
+    """Inside the block every attention layer of ``model`` calls ``fn`` (None: leave them as they are)."""
+    if fn is None:
+        yield
+        return
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    before = [m.attn_impl for m in layers]
+    attention.ATTENTION_IMPLEMENTATIONS[_STUDENT] = fn
+    try:
+        for m in layers:
+            m.attn_impl = _STUDENT
+        yield
+    finally:
+        for m, impl in zip(layers, before):
+            m.attn_impl = impl
+        del attention.ATTENTION_IMPLEMENTATIONS[_STUDENT]
+
+
+def cross_attention_maps(model: nn.Module, task, text: str, fn: Callable | None = None
+                         ) -> tuple[list[str], list[str], dict[str, torch.Tensor]]:
+    """Translate ``text`` and record the cross-attention of the answer.
+
+    Returns:
+        source characters (S), output characters (T, ending with <eos> when produced), and
+        {module name: weights (H, T, S)} for every decoder layer's cross-attention.
+    """
+    model.eval()
+    src, src_mask = task.encode_source([text])  # (1, S), (1, S)
+    with torch.no_grad(), use_attention(model, fn):
+        answer = greedy_decode(model, src, src_mask, bos_id=BOS_ID, eos_id=EOS_ID,
+                               max_len=task.max_answer_len)  # (1, T)
+        inp = torch.cat([torch.full_like(answer[:, :1], BOS_ID), answer[:, :-1]], dim=1)  # shifted right
+        with record_attention(model) as maps:
+            model(src, inp, src_mask)
+    n_src = int(src_mask.sum())
+    tokens = task.vocab.tokens
+    source = [tokens[i] for i in src[0, :n_src].tolist()]
+    output = [tokens[i] for i in answer[0].tolist()]
+    cross = {name: w[0, :, :, :n_src] for name, w in maps.items() if name.endswith("cross_attn")}  # (H, T, S)
+    return source, output, cross
+
+
+def alignment_figure(source: list[str], output: list[str], weights: torch.Tensor, title: str) -> Figure:
+    """Heatmap of (T, S) weights with the characters on the axes."""
+    fig = Figure(figsize=(max(4.0, 0.32 * len(source) + 1.5), 0.32 * len(output) + 1.5), layout="constrained")
+    ax = fig.subplots()
+    ax.imshow(weights.numpy(), cmap="Blues", vmin=0, vmax=max(float(weights.max()), 1e-6), aspect="auto")
+    ax.set_xticks(np.arange(len(source)), [repr(c)[1:-1] if c != " " else "␣" for c in source], fontsize=8)
+    ax.set_yticks(np.arange(len(output)), output, fontsize=8)
+    ax.set_xlabel("source character (keys, from the encoder)")
+    ax.set_ylabel("output character (queries)")
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+def alignment_view(fn: Callable | None = None, dates=None) -> LiveWidget:
+    """The alignment view (chapter 4).
+
+    Args:
+        fn: your attention function, or None for tfm_ref's.
+        dates: a `tfm_ref.pretrained.PretrainedDateModel` (anything with ``.model`` and ``.task``);
+            None loads the course's trained date model.
+    """
+    if dates is None:
+        from ..pretrained import load_date_model  # the checkpoint ships with the package
+
+        dates = load_date_model()
+    model, task = dates.model, dates.task
+    text = widgets.Text(value="Nov 22, 2026", description="date")
+    layer = widgets.Dropdown(description="layer")
+    head = widgets.Dropdown(description="head")
+    message = widgets.HTML()
+    output = widgets.Output()
+
+    def draw() -> Figure:
+        source, answer, cross = cross_attention_maps(model, task, text.value, fn)
+        names = sorted(cross)
+        if list(layer.options) != names:
+            layer.options, layer.value = names, names[-1]
+        n_heads = cross[names[0]].shape[0]
+        head_options = ["mean", *range(n_heads)]
+        if list(head.options) != head_options:
+            head.options, head.value = head_options, "mean"
+        maps = cross[layer.value]
+        weights = maps.mean(0) if head.value == "mean" else maps[head.value]  # (T, S)
+        title = f"{text.value!r} → {''.join(c for c in answer if len(c) == 1)!r}  ({layer.value}, head {head.value})"
+        return alignment_figure(source, answer, weights, title)
+
+    drawing = [False]  # draw() refills the dropdowns, which must not start another draw
+
+    def update(_change=None) -> None:
+        if drawing[0]:
+            return
+        drawing[0] = True
+        try:
+            redraw(output, message, draw)
+        finally:
+            drawing[0] = False
+
+    for control in (text, layer, head):
+        control.observe(update, names="value")
+    update()
+    return LiveWidget(widgets.VBox([text, widgets.HBox([layer, head]), message, output]), draw,
+                      "Alignment view — cross-attention of the trained date model")
