@@ -36,6 +36,7 @@ class Erratum:
     title: str
     seed_files: tuple[str, ...]
     line: int  # 1-based line of the opening fence
+    text: str = ""  # the box's body, for checking its quotes against the notes
 
 
 def _page_title(lines: list[str]) -> str:
@@ -77,7 +78,7 @@ def find_errata(book_dir: str | Path) -> list[Erratum]:
                 if not any(line.strip() == ":class: erratum" for line in body):
                     raise ValueError(f"{path.name}:{i + 1}: erratum box without ':class: erratum'")
                 seeds = tuple(dict.fromkeys(_SEED.findall("\n".join(body))))
-                found.append(Erratum(path.stem, page_title, match.group("title"), seeds, i + 1))
+                found.append(Erratum(path.stem, page_title, match.group("title"), seeds, i + 1, "\n".join(body)))
                 i = end + 1
             elif directives and stripped == directives[-1]:
                 directives.pop()

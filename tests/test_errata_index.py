@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -83,3 +84,25 @@ def test_an_example_box_inside_a_code_block_is_not_counted_but_one_inside_a_dire
         f"# X\n\n````md\n{example}````\n\n`````{{dropdown}} more\n{nested}`````\n\n```python\nprint(1)\n```\n",
         encoding="utf-8")
     assert [e.title for e in errata_index.find_errata(tmp_path)] == ["inside a dropdown"]
+
+
+def _chinese_quotes(text: str) -> list[str]:
+    """The fragments of “…” quotes that contain Chinese, split where the book elides with …."""
+    quotes = re.findall(r"“([^”]*)”", text.split("**Correct:**")[0])
+    fragments = [part.strip() for quote in quotes for part in re.split(r"…|\.\.\.", quote)]
+    return [f for f in fragments if re.search(r"[\u4e00-\u9fff]", f)]
+
+
+@pytest.mark.skipif(not SEEDS.is_dir(), reason="the notes (shared/seeds) are not beside the repository")
+def test_every_chinese_quote_in_an_erratum_is_found_in_the_note_it_names():
+    def squash(text: str) -> str:  # ignore spacing, math and bold markup; the book writes Kᵀ for K^{T}
+        plain = re.sub(r"[\s$*`{}]+", "", text).replace("^T", "ᵀ")
+        return re.sub(r"_(\d)", lambda digit: chr(0x2080 + int(digit.group(1))), plain)  # Z_1 → Z₁
+    quoted = 0
+    for erratum in errata_index.find_errata(ROOT / "book"):
+        notes = squash("".join((SEEDS / seed).read_text(encoding="utf-8") for seed in erratum.seed_files))
+        for fragment in _chinese_quotes(erratum.text):
+            quoted += 1
+            assert squash(fragment) in notes, (
+                f"{erratum.page}: erratum {erratum.title!r} quotes {fragment!r}, which is not in {erratum.seed_files}")
+    assert quoted, "no erratum quotes the notes"

@@ -1,0 +1,69 @@
+import math
+
+import pytest
+import torch
+
+from tfm_ref import scaled_dot_product_attention
+from tfm_ref.widgets.efficiency import (
+    PeakMemory, attention_cost_explorer, cost_figure, from_bench, measure_attention, recorded_benchmarks,
+)
+
+
+def test_attention_cost_explorer_builds_and_its_snapshot_holds_a_figure():
+    data = measure_attention([32, 64], repeats=1)
+    assert "data:image/png;base64," in attention_cost_explorer(data=data).snapshot_html()
+
+
+def test_attention_cost_explorer_measures_the_plugged_in_function():
+    calls = []
+
+    def my_attention(q, k, v):
+        calls.append(q.shape[-2])
+        return scaled_dot_product_attention(q, k, v)
+
+    explorer = attention_cost_explorer(fn=my_attention)
+    assert calls and "your fn" in str(explorer.snapshot().axes[0].get_legend_handles_labels()[1])
+
+
+def test_peak_memory_counts_a_new_tensor_and_not_a_view():
+    x = torch.zeros(256, 256)
+    with PeakMemory() as memory:
+        y = x * 2  # a new (256, 256) float32 tensor
+        y.view(-1)
+    assert memory.peak == 256 * 256 * 4
+
+
+def test_eager_attention_memory_grows_quadratically_and_fused_does_not():
+    data = measure_attention([128, 256], repeats=1)
+    eager, fused = data["results"].values()
+    assert eager["peak_mib"][1] / eager["peak_mib"][0] == pytest.approx(4, rel=0.1)
+    assert fused["peak_mib"][1] / fused["peak_mib"][0] == pytest.approx(2, rel=0.1)
+
+
+def test_measure_attention_rejects_empty_lengths():
+    with pytest.raises(ValueError, match="lengths"):
+        measure_attention([])
+
+
+def test_cost_figure_draws_time_and_memory():
+    fig = cost_figure(measure_attention([16, 32], repeats=1))
+    assert len(fig.axes) == 2 and all(ax.lines for ax in fig.axes)
+
+
+def test_bench_results_convert_with_missing_measurements_as_nan(tmp_path):
+    bench = {"config": {"n_heads": 8, "d_model": 512, "attn_batch": 8}, "summary": {"device": "NVIDIA H100"},
+             "attention": [{"seq_len": 256, "eager_ms": 1.0, "sdpa_ms": 0.5, "eager_memory_mib": 64.0,
+                            "sdpa_memory_mib": 4.0},
+                           {"seq_len": 512, "eager_ms": None, "sdpa_ms": 1.0, "sdpa_memory_mib": 8.0}]}
+    (tmp_path / "h100_bench.json").write_text(__import__("json").dumps(bench))
+    (tmp_path / "history.json").write_text('{"evals": []}')
+    found = recorded_benchmarks(tmp_path)
+    assert list(found) == ["h100_bench.json"]
+    eager = found["h100_bench.json"]["results"]["eager (tfm_ref)"]
+    assert eager["ms"][0] == 1.0 and math.isnan(eager["ms"][1]) and math.isnan(eager["peak_mib"][1])
+    assert len(cost_figure(found["h100_bench.json"]).axes) == 2
+
+
+def test_from_bench_rejects_results_without_attention():
+    with pytest.raises(ValueError, match="attention"):
+        from_bench({"training": {}})

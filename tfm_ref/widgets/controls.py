@@ -1,0 +1,45 @@
+"""Wiring shared by the widgets of chapters 5–9: controls → redraw → figure, with errors shown.
+
+`figure_image` shows a figure on a page as a PNG, whatever matplotlib backend the kernel has.
+`live_widget` observes every control, redraws the figure into an output area when one
+changes, shows a ValueError (a bad width, a function returning the wrong shape) as a red line
+instead of a traceback, and wraps everything in a `display.LiveWidget` for the static pages.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import ipywidgets as widgets
+from IPython.display import Image
+from matplotlib.figure import Figure
+
+from .display import LiveWidget, figure_png, redraw
+
+__all__ = ["figure_image", "live_widget"]
+
+
+def figure_image(fig: Figure, dpi: int = 80) -> Image:
+    """``fig`` as a PNG image for display: a bare `Figure` has no rich output without pyplot's hooks."""
+    return Image(data=figure_png(fig, dpi=dpi))
+
+
+def live_widget(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], Figure], title: str) -> LiveWidget:
+    """A `LiveWidget` whose figure ``draw()`` is redrawn whenever a control in ``rows`` changes.
+
+    Args:
+        rows: controls, one list per horizontal row.
+        draw: builds the figure from the controls' current values; may raise ValueError.
+        title: the line above the static snapshot.
+    """
+    message = widgets.HTML()
+    output = widgets.Output()
+
+    def update(_change=None) -> None:
+        redraw(output, message, draw)
+
+    for row in rows:
+        for control in row:
+            control.observe(update, names="value")
+    container = widgets.VBox([*(widgets.HBox(list(row)) for row in rows), message, output])
+    update()
+    return LiveWidget(container, draw, title)

@@ -1,0 +1,190 @@
+"""Chapter 9 widget — time and memory of attention against sequence length: eager vs fused.
+
+The eager path (`tfm_ref.scaled_dot_product_attention`) materialises the (T, S) score and
+weight matrices, so its memory grows as n²; the fused kernel (`tfm_ref.sdpa_attention`, which
+calls ``F.scaled_dot_product_attention``: a FlashAttention-style tiled kernel on CPU and GPU)
+keeps only (T, Dh) outputs and per-row statistics. `measure_attention` measures both on this
+machine; `PeakMemory` counts the bytes of every tensor the operators create and free, which
+works on CPU, where PyTorch has no allocator statistics. Plug in your own attention with
+``attention_cost_explorer(fn=my_attention)``: ``fn(q, k, v) -> out`` is measured alongside.
+
+Shapes: B batch · H heads · T = S = n positions · Dh head width.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import ipywidgets as widgets
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from ..attention import scaled_dot_product_attention, sdpa_attention
+from .controls import live_widget
+from .display import LiveWidget
+
+__all__ = ["PeakMemory", "measure_attention", "from_bench", "recorded_benchmarks", "cost_figure",
+           "attention_cost_explorer"]
+
+AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+DEFAULT_FNS: dict[str, AttentionFn] = {"eager (tfm_ref)": scaled_dot_product_attention,
+                                       "fused (F.scaled_dot_product_attention)": sdpa_attention}
+
+
+class PeakMemory(TorchDispatchMode):
+    """Context manager: the peak bytes of tensors created (and not yet freed) inside it.
+
+    Every operator's new output storage is counted when created and uncounted when freed; an
+    output that shares its input's storage (a view, an in-place result) costs nothing.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = self.peak = 0
+        self._counted: set[int] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
+        for tensor in tree_flatten(out)[0]:
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            storage = tensor.untyped_storage()
+            pointer = storage.data_ptr()
+            if pointer in inputs or pointer in self._counted:
+                continue
+            self._counted.add(pointer)
+            self.live += storage.nbytes()
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(storage, self._free, storage.nbytes(), pointer)
+        return out
+
+    def _free(self, nbytes: int, pointer: int) -> None:
+        self.live -= nbytes
+        self._counted.discard(pointer)
+
+
+@torch.no_grad()
+def measure_attention(seq_lens: Sequence[int], fns: dict[str, AttentionFn] | None = None, *, n_heads: int = 4,
+                      head_dim: int = 64, batch: int = 1, repeats: int = 3, seed: int = 0) -> dict:
+    """Median wall time and peak extra memory of each attention function at each length n.
+
+    Returns:
+        {"device": "cpu", "shape": …, "seq_len": [...], "results": {name: {"ms": [...], "peak_mib": [...]}}}
+    Raises:
+        ValueError: an empty or non-positive list of lengths, or repeats < 1.
+    """
+    if not seq_lens or min(seq_lens) <= 0 or repeats < 1:
+        raise ValueError(f"need positive sequence lengths and repeats ≥ 1, got {list(seq_lens)} and {repeats}")
+    fns = fns or DEFAULT_FNS
+    generator = torch.Generator().manual_seed(seed)
+    results = {name: {"ms": [], "peak_mib": []} for name in fns}
+    for n in seq_lens:
+        q, k, v = (torch.randn(batch, n_heads, n, head_dim, generator=generator) for _ in range(3))  # (B, H, n, Dh)
+        for name, fn in fns.items():
+            with PeakMemory() as memory:
+                fn(q, k, v)
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                fn(q, k, v)
+                times.append((time.perf_counter() - start) * 1e3)
+            results[name]["ms"].append(float(np.median(times)))
+            results[name]["peak_mib"].append(memory.peak / 2**20)
+    return {"device": "cpu", "shape": f"B={batch}, H={n_heads}, Dh={head_dim}, fp32", "seq_len": list(seq_lens),
+            "results": results}
+
+
+def from_bench(results: dict) -> dict:
+    """The attention part of a ``python -m tfm_ref.bench --out`` file, in `measure_attention`'s format.
+
+    Missing measurements (the eager path out of memory) become NaN, which the plots leave out.
+
+    Raises:
+        ValueError: the results hold no attention measurements.
+    """
+    rows, config = results.get("attention"), results.get("config", {})
+    if not rows:
+        raise ValueError("these benchmark results have no 'attention' rows")
+    value = lambda row, key: math.nan if row.get(key) is None else float(row[key])  # noqa: E731
+    names = {"eager": "eager (tfm_ref)", "sdpa": "fused (F.scaled_dot_product_attention)"}
+    device = results.get("summary", {}).get("device", "recorded")
+    heads, width = config.get("n_heads"), config.get("d_model", 0) // max(config.get("n_heads") or 1, 1)
+    dtype = "fp32" if device == "cpu" else "bf16"  # what `tfm_ref.bench` runs on each device
+    return {"device": device, "shape": f"B={config.get('attn_batch')}, H={heads}, Dh={width}, {dtype}, forward + backward",
+            "seq_len": [row["seq_len"] for row in rows],
+            "results": {label: {"ms": [value(row, f"{key}_ms") for row in rows],
+                                "peak_mib": [value(row, f"{key}_memory_mib") for row in rows]}
+                        for key, label in names.items()}}
+
+
+def recorded_benchmarks(folder: str | Path) -> dict[str, dict]:
+    """Every benchmark JSON in ``folder`` that holds attention measurements: file name → `from_bench` data."""
+    found = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            found[path.name] = from_bench(json.loads(path.read_text()))
+        except (ValueError, AttributeError, KeyError, TypeError):  # other result files (training histories)
+            continue
+    return found
+
+
+def cost_figure(data: dict, title: str = "", fig: Figure | None = None) -> Figure:
+    """Log-log time and memory against n for every function in ``data`` (see `measure_attention`)."""
+    fig = fig if fig is not None else Figure(figsize=(11, 3.4), layout="constrained")
+    time_ax, memory_ax = fig.subplots(1, 2)
+    n = np.array(data["seq_len"], dtype=float)
+    for name, result in data["results"].items():
+        time_ax.plot(n, result["ms"], "o-", label=name)
+        memory_ax.plot(n, result["peak_mib"], "o-", label=name)
+    for ax, key, unit in ((time_ax, "ms", "time (ms)"), (memory_ax, "peak_mib", "peak extra memory (MiB)")):
+        first = np.array(next(iter(data["results"].values()))[key], dtype=float)
+        anchor = np.flatnonzero(np.isfinite(first) & (first > 0))
+        if anchor.size:  # a slope-2 line through the first function's last finite point
+            last = anchor[-1]
+            ax.plot(n, first[last] * (n / n[last]) ** 2, ":", color="grey", label="∝ n² (reference)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length n")
+        ax.set_ylabel(unit)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    time_ax.set_title(f"(a) time — {data['device']}, {data['shape']}", fontsize=9)
+    memory_ax.set_title("(b) peak memory of the tensors attention creates", fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def attention_cost_explorer(fn: AttentionFn | None = None, data: dict | None = None) -> LiveWidget:
+    """Lengths and head width as controls; measures on this machine (or shows ``data`` first).
+
+    Args:
+        fn: your attention ``fn(q, k, v) -> out``, measured next to eager and fused.
+        data: recorded results (e.g. GPU benchmarks) in `measure_attention`'s format, shown
+            until a control changes.
+    """
+    longest = widgets.Dropdown(options=[256, 512, 1024, 2048], value=1024, description="longest n")
+    head_dim = widgets.Dropdown(options=[32, 64, 128], value=64, description="head width")
+    fns = dict(DEFAULT_FNS, **({"your fn": fn} if fn is not None else {}))
+    recorded = {"data": data}
+
+    def draw() -> Figure:
+        if recorded["data"] is not None:
+            return cost_figure(recorded["data"], "recorded benchmark")
+        lengths = [2**p for p in range(6, int(np.log2(longest.value)) + 1)]
+        return cost_figure(measure_attention(lengths, fns, head_dim=head_dim.value), "measured now, on this CPU")
+
+    def measure_now(_change) -> None:
+        recorded["data"] = None  # any change of a control measures on this machine
+
+    for control in (longest, head_dim):
+        control.observe(measure_now, names="value")
+    return live_widget([[longest, head_dim]], draw, "Attention cost — eager vs fused, time and memory against n")

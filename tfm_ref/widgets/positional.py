@@ -1,0 +1,90 @@
+"""Chapter 5 widget — the sinusoidal positional-encoding table and what its dot products say.
+
+Panel (a) is the table PE (positions × features): fast sin/cos pairs on the left, slow ones on
+the right. Panel (b) is PE(p)·PE(p + k) against the offset k for a few anchors p: the curves
+lie on top of each other, because the dot product depends on k only. Plug in your own table
+with ``pe_explorer(fn=my_pe)``: ``fn(n_positions, d_model) -> (n_positions, d_model)`` like
+`tfm_ref.sinusoidal_positional_encoding`.
+
+Shapes: P positions · D model width.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import ipywidgets as widgets
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from ..positional import sinusoidal_positional_encoding
+from .controls import live_widget
+from .display import LiveWidget
+
+__all__ = ["pe_table", "offset_dot_products", "pe_figure", "pe_explorer"]
+
+PEFn = Callable[[int, int], torch.Tensor]
+
+
+def pe_table(n_positions: int, d_model: int, fn: PEFn | None = None) -> torch.Tensor:
+    """The table ``fn(n_positions, d_model)`` as float64 (P, D); None uses tfm_ref's.
+
+    Raises:
+        ValueError: the function returned a table of the wrong shape.
+    """
+    table = (fn or sinusoidal_positional_encoding)(n_positions, d_model)
+    table = torch.as_tensor(table).double()
+    if tuple(table.shape) != (n_positions, d_model):
+        raise ValueError(f"the PE function must return (n_positions, d_model) = {(n_positions, d_model)}, "
+                         f"got {tuple(table.shape)}")
+    return table
+
+
+def offset_dot_products(table: torch.Tensor, anchor: int, max_offset: int) -> torch.Tensor:
+    """PE(anchor) · PE(anchor + k) for k = 0 … max_offset, divided by D/2 (so k = 0 gives 1).
+
+    Raises:
+        ValueError: anchor + max_offset past the end of the table.
+    """
+    if anchor < 0 or anchor + max_offset >= table.shape[0]:
+        raise ValueError(f"anchor {anchor} + offset {max_offset} is outside the table of {table.shape[0]} positions")
+    rows = table[anchor : anchor + max_offset + 1]  # (K + 1, D)
+    return rows @ table[anchor] / (table.shape[1] / 2)  # (K + 1,)
+
+
+def pe_figure(table: torch.Tensor, anchors: tuple[int, ...] = (0, 10, 30), max_offset: int = 50,
+              fig: Figure | None = None) -> Figure:
+    """(a) the PE heatmap, (b) normalised PE(p)·PE(p + k) against k for each anchor p."""
+    fig = fig if fig is not None else Figure(figsize=(11, 3.6), layout="constrained")
+    heat, curve = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    image = heat.imshow(table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    heat.set_xlabel("feature index (even = sin, odd = cos)")
+    heat.set_ylabel("position p")
+    heat.set_title(f"(a) PE table, {table.shape[0]} positions × d_model = {table.shape[1]}", fontsize=10)
+    fig.colorbar(image, ax=heat, fraction=0.04)
+    max_offset = min(max_offset, table.shape[0] - 1 - max(anchors))
+    offsets = np.arange(max_offset + 1)
+    for anchor in anchors:
+        curve.plot(offsets, offset_dot_products(table, anchor, max_offset).numpy(), label=f"p = {anchor}",
+                   lw=2 if anchor == anchors[0] else 1, ls="-" if anchor == anchors[0] else "--")
+    curve.set_xlabel("offset k")
+    curve.set_ylabel("PE(p)·PE(p+k) / (d/2)")
+    curve.set_title("(b) the dot product depends on the offset only", fontsize=10)
+    curve.legend(fontsize=8)
+    curve.grid(alpha=0.3)
+    return fig
+
+
+def pe_explorer(fn: PEFn | None = None, n_positions: int = 100, d_model: int = 64) -> LiveWidget:
+    """Sliders for the width, the number of positions and the anchor; the figure of `pe_figure`."""
+    width = widgets.IntSlider(value=d_model, min=2, max=256, step=2, description="d_model")
+    length = widgets.IntSlider(value=n_positions, min=20, max=400, step=10, description="positions")
+    anchor = widgets.IntSlider(value=10, min=0, max=200, description="anchor p")
+
+    def draw() -> Figure:
+        table = pe_table(length.value, width.value, fn)
+        first = min(anchor.value, length.value // 2)
+        return pe_figure(table, anchors=(first, 0, length.value // 4), max_offset=length.value // 2)
+
+    return live_widget([[width, length, anchor]], draw,
+                       "Positional-encoding explorer — heatmap and dot product against offset")
