@@ -1,0 +1,71 @@
+"""Helpers shared by the module (nn.Module) exercises of several chapters.
+
+`functions_of` lists the functions of tfm_ref classes and modules an exercise allows as
+building blocks (chapter 8's blocks use tfm_ref's attention, FFN and norms; its decoding
+exercise drives a tfm_ref model).
+
+`one_thread` runs torch on one thread for the proofs in ``tests/test_exercises_chNN.py``.
+
+`PerturbedModuleAdapter` is `ModuleAdapter` with random norm gains and biases: a freshly built
+LayerNorm has γ = 1 and β = 0, so a student who applies γ and β in the wrong order, or uses
+one block's norm in place of another's, would still match the reference. Perturbing them
+(from the case's seeded RNG, before the weights are copied into the student's module) makes
+such mistakes visible.
+"""
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from ..checking import ModuleAdapter
+
+__all__ = ["PerturbedModuleAdapter", "functions_of", "one_thread"]
+
+
+class PerturbedModuleAdapter(ModuleAdapter):
+    """`ModuleAdapter` whose reference has every 1-D parameter (norm gains, biases) moved off its init."""
+
+    def reference(self, reference: type, dims, *rest) -> nn.Module:  # rest: what ModuleAdapter takes (dtype)
+        module = super().reference(reference, dims, *rest)
+        with torch.no_grad():
+            for parameter in module.parameters():
+                if parameter.dim() == 1:
+                    parameter.add_(0.3 * torch.randn_like(parameter))  # the framework seeds the RNG per case
+        return module
+
+
+def functions_of(*owners: object) -> list[types.FunctionType]:
+    """Every Python function of the given classes or modules (and of the classes a module
+    defines): the tfm_ref building blocks an exercise lets the student call.
+
+    A module's ``forward`` is reached through ``nn.Module.__call__``, from torch's frame, so the
+    integrity guard needs it listed explicitly (as the ``allowed`` of an `Exercise`).
+    """
+    found: list[types.FunctionType] = []
+    for owner in owners:
+        for value in vars(owner).values():
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            if isinstance(value, property):
+                found += [f for f in (value.fget, value.fset, value.fdel) if isinstance(f, types.FunctionType)]
+            elif isinstance(value, types.FunctionType):
+                found.append(value)
+            elif isinstance(owner, types.ModuleType) and isinstance(value, type) and value.__module__ == owner.__name__:
+                found += functions_of(value)
+    return found
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one thread inside the block. The checks' tensors are tiny; on shared cores the
+    threads of every small op wait for each other (chapter 8's proofs ran ten times slower)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

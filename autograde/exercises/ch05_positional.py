@@ -1,0 +1,313 @@
+"""Chapter 5 exercises — token embeddings, sinusoidal and learned positional encodings, RoPE.
+
+    PE[p, 2i] = sin(p / 10000^(2i/D)),  PE[p, 2i+1] = cos(p / 10000^(2i/D))   (Vaswani et al. 2017, §3.5)
+    X = Embedding(ids) · √D + PE                                                (§3.4)
+    RoPE: rotate feature j with feature j + Dh/2 by p · base^(−2j/Dh)           (Su et al. 2021, rotate-half)
+
+Each exercise is checked against `tfm_ref`; each `Mistake` is a broken version a student
+plausibly writes, with the hint its failure gives (`tests/test_exercises_ch05.py` proves it).
+
+Shapes: B batch · H heads · T positions · P table positions · D model width · Dh head width ·
+V vocabulary · M max_len · O offset (positions already decoded).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+import tfm_ref
+
+from ..checking import Call, Case, Exercise, FunctionAdapter, Mistake, ModuleAdapter, randn
+
+__all__ = ["SINUSOIDAL", "TOKEN_EMBEDDING", "LEARNED", "ROPE", "EXERCISES"]
+
+
+# --------------------------------------------------------------------------- 1. sinusoidal table
+
+class _RaisesForOddWidth(FunctionAdapter):
+    """For an odd ``D`` the outcome compared is whether the function raises ValueError.
+
+    The framework compares outputs, and an exception is a failure; this adapter turns the
+    outcome of an odd width into a word, so "no ValueError" is a comparable (and nameable) answer.
+    """
+
+    def reference(self, reference: Callable, dims, *rest) -> Callable:  # rest: what FunctionAdapter takes (dtype)
+        return self._outcome(reference, dims)
+
+    def candidate(self, candidate: Callable, dims, reference: Callable, *rest) -> Callable:
+        return self._outcome(candidate, dims)
+
+    @staticmethod
+    def _outcome(fn: Callable, dims) -> Callable:
+        if dims["D"] % 2 == 0:
+            return fn
+
+        def outcome(*args, **kwargs) -> str:
+            try:
+                fn(*args, **kwargs)
+            except ValueError:
+                return "raises ValueError"
+            return "returns a table"
+        return outcome
+
+
+def _table_size(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(dims["P"], dims["D"])
+
+
+def _even_sizes(gen: torch.Generator) -> dict[str, int]:
+    return {"P": int(torch.randint(1, 65, (1,), generator=gen)), "D": 2 * int(torch.randint(1, 17, (1,), generator=gen))}
+
+
+def _sinusoid(n_positions: int, d_model: int, base: float, exponent: Callable[[torch.Tensor], torch.Tensor],
+              sin_first: bool = True, interleave: bool = True) -> torch.Tensor:
+    """The table with one of its ingredients changed (what the broken versions share)."""
+    if d_model % 2:
+        raise ValueError(f"sinusoidal positional encoding needs an even d_model, got {d_model}")
+    position = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    i = torch.arange(d_model // 2, dtype=torch.float64)  # (D/2,)
+    angle = position / base ** exponent(i)  # (P, D/2)
+    first, second = (torch.sin(angle), torch.cos(angle)) if sin_first else (torch.cos(angle), torch.sin(angle))
+    if interleave:
+        pe = torch.stack([first, second], dim=-1).reshape(n_positions, -1)  # (P, D/2, 2) → (P, D)
+    else:
+        pe = torch.cat([first, second], dim=-1)  # (P, D): all sines, then all cosines
+    return pe.float()
+
+
+def _pe_swapped(n_positions, d_model):
+    return _sinusoid(n_positions, d_model, 10000.0, lambda i: 2 * i / d_model, sin_first=False)
+
+
+def _pe_base_1000(n_positions, d_model):
+    return _sinusoid(n_positions, d_model, 1000.0, lambda i: 2 * i / d_model)
+
+
+def _pe_exponent_i(n_positions, d_model):
+    return _sinusoid(n_positions, d_model, 10000.0, lambda i: i / d_model)
+
+
+def _pe_halves(n_positions, d_model):
+    return _sinusoid(n_positions, d_model, 10000.0, lambda i: 2 * i / d_model, interleave=False)
+
+
+def _pe_no_odd_check(n_positions, d_model):
+    even = d_model + d_model % 2  # builds a table for the next even width and cuts it
+    return _sinusoid(n_positions, even, 10000.0, lambda i: 2 * i / even)[:, :d_model]
+
+
+SINUSOIDAL = Exercise(
+    name="sinusoidal_positional_encoding",
+    key="sinusoidal",
+    reference=tfm_ref.sinusoidal_positional_encoding,
+    inputs=_table_size,
+    arg_names=("n_positions", "d_model"),
+    adapter=_RaisesForOddWidth(),
+    shapes=[dict(P=1, D=2), dict(P=2, D=2), dict(P=3, D=4), dict(P=4, D=6), dict(P=50, D=16)],
+    visible=[Case("a 50 × 16 table"), Case("the notes' example: pos 0…2, d_model = 4", dims=dict(P=3, D=4))],
+    hidden=[
+        Case("random sizes", dims=_even_sizes),
+        Case("one position", dims=dict(P=1, D=8)),
+        Case("d_model = 2 (one sin/cos pair)", dims=dict(P=20, D=2)),
+        Case("far positions, wide model", dims=dict(P=200, D=64)),
+        Case("odd d_model raises ValueError", dims=dict(P=4, D=5)),
+    ],
+    mistakes=[
+        Mistake("sin and cos swapped", _pe_swapped,
+                "sin goes on the even features (0, 2, 4, …) and cos on the odd ones: PE[p, 2i] = sin(…), "
+                "PE[p, 2i+1] = cos(…)."),
+        Mistake("wrong base (1000)", _pe_base_1000,
+                "the wavelengths grow geometrically up to 10000·2π: the base is 10000, not 1000."),
+        Mistake("exponent i/d instead of 2i/d", _pe_exponent_i,
+                "for the pair (2i, 2i+1) the exponent is 2i/d_model (the index of the even feature over "
+                "d_model), not i/d_model."),
+        Mistake("all sines first, then all cosines", _pe_halves,
+                "that is another valid layout (tensor2tensor's), but the paper and tfm_ref interleave: "
+                "sin on even features, cos on odd ones (pe[:, 0::2] and pe[:, 1::2])."),
+        Mistake("no ValueError for odd d_model", _pe_no_odd_check,
+                "sin and cos come in pairs, so an odd d_model has no valid table: raise "
+                "ValueError(...) when d_model % 2 != 0."),
+    ],
+    atol=5e-5,  # float32 angles of far positions differ by ~1e-5 between correct formulas
+)
+
+
+# --------------------------------------------------------------------------- 2. token embedding × √D
+
+def _ids(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(torch.randint(0, dims["V"], (dims["B"], dims["T"]), generator=gen))
+
+
+class _EmbeddingUnscaled(tfm_ref.TokenEmbedding):
+    def forward(self, ids):
+        return self.weight[ids]
+
+
+class _EmbeddingDividedByRoot(tfm_ref.TokenEmbedding):
+    def forward(self, ids):
+        return self.weight[ids] / math.sqrt(self.weight.shape[1])
+
+
+class _EmbeddingTimesWidth(tfm_ref.TokenEmbedding):
+    def forward(self, ids):
+        return self.weight[ids] * self.weight.shape[1]
+
+
+TOKEN_EMBEDDING = Exercise(
+    name="TokenEmbedding",
+    key="token_embedding",
+    reference=tfm_ref.TokenEmbedding,
+    adapter=ModuleAdapter(lambda dims: dict(vocab_size=dims["V"], d_model=dims["D"])),
+    inputs=_ids,
+    arg_names=("ids",),
+    shapes=[dict(B=1, T=1, V=3, D=2), dict(B=1, T=3, V=5, D=4), dict(B=2, T=5, V=11, D=16)],
+    visible=[Case("ids (B, T) → vectors (B, T, D)")],
+    hidden=[
+        Case("one token", dims=dict(B=1, T=1, V=7, D=8)),
+        Case("wide model (√D = 16)", dims=dict(B=2, T=3, V=9, D=256)),
+        Case("gradients reach the table", grad=True),
+    ],
+    mistakes=[
+        Mistake("embedding not scaled by √d_model", _EmbeddingUnscaled,
+                "multiply the looked-up vectors by math.sqrt(d_model) (§3.4 of the paper): the weights are "
+                "small, and without the scale the positional encoding drowns the token."),
+        Mistake("divided by √d_model instead of multiplied", _EmbeddingDividedByRoot,
+                "the paper multiplies the embedding by √d_model; you divided."),
+        Mistake("scaled by d_model instead of √d_model", _EmbeddingTimesWidth,
+                "the factor is the square root of d_model, math.sqrt(d_model)."),
+    ],
+)
+
+
+# --------------------------------------------------------------------------- 3. learned positional encoding
+
+def _embedded(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(randn(gen, dims["B"], dims["T"], dims["D"], dtype=dtype), dims["O"])
+
+
+class _LearnedNoOffset(tfm_ref.LearnedPositionalEncoding):
+    def forward(self, x, offset=0):
+        return x + self.weight[: x.shape[-2]].to(x.dtype)
+
+
+class _LearnedReplaces(tfm_ref.LearnedPositionalEncoding):
+    def forward(self, x, offset=0):
+        return self.weight[offset : offset + x.shape[-2]].to(x.dtype).expand_as(x)
+
+
+LEARNED = Exercise(
+    name="LearnedPositionalEncoding",
+    key="learned",
+    reference=tfm_ref.LearnedPositionalEncoding,
+    adapter=ModuleAdapter(lambda dims: dict(d_model=dims["D"], max_len=dims["M"])),
+    inputs=_embedded,
+    arg_names=("x", "offset"),
+    shapes=[dict(B=1, T=1, D=2, M=3, O=1), dict(B=1, T=2, D=2, M=4, O=2), dict(B=2, T=3, D=4, M=8, O=3)],
+    visible=[Case("offset 0: positions 0 … T-1", dims=dict(B=2, T=3, D=4, M=8, O=0)),
+             Case("offset 3: decoding continues at position 3")],
+    hidden=[
+        Case("one position at the end of the table", dims=dict(B=2, T=1, D=8, M=6, O=5)),
+        Case("the whole table", dims=dict(B=1, T=7, D=4, M=7, O=0)),
+        Case("float64", dtype=torch.float64),
+        Case("gradients reach the table", grad=True),
+    ],
+    mistakes=[
+        Mistake("offset ignored", _LearnedNoOffset,
+                "with offset = k the T inputs sit at positions k … k+T-1: add weight[offset : offset + T], "
+                "not the first T rows."),
+        Mistake("the encoding replaces x instead of being added", _LearnedReplaces,
+                "the positional encoding is added to the token vectors: return x + weight[...]."),
+    ],
+)
+
+
+# --------------------------------------------------------------------------- 4. RoPE
+
+def _rope_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    x = randn(gen, dims["B"], dims["H"], dims["T"], dims["Dh"], dtype=dtype)
+    return Call(x, torch.arange(dims["O"], dims["O"] + dims["T"]))
+
+
+def _rope_base_500(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(*_rope_inputs(gen, dims, dtype).args, base=500.0)
+
+
+def _rope_scattered(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    x = randn(gen, dims["B"], dims["H"], dims["T"], dims["Dh"], dtype=dtype)
+    return Call(x, torch.randperm(40, generator=gen)[: dims["T"]].sort().values)
+
+
+def _rope_sizes(gen: torch.Generator) -> dict[str, int]:
+    draw = lambda lo, hi: int(torch.randint(lo, hi + 1, (1,), generator=gen))  # noqa: E731
+    return {"B": draw(1, 3), "H": draw(1, 4), "T": draw(1, 9), "Dh": 2 * draw(1, 8), "O": draw(0, 20)}
+
+
+def _angles(positions: torch.Tensor, head_dim: int, base: float, two: int = 2) -> torch.Tensor:
+    inv_freq = base ** (-two * torch.arange(head_dim // 2, dtype=torch.float32) / head_dim)  # (Dh/2,)
+    return positions.float()[:, None] * inv_freq  # (T, Dh/2)
+
+
+def _rotate_halves(x: torch.Tensor, angle: torch.Tensor, sign: float = 1.0) -> torch.Tensor:
+    first, second = x.float().chunk(2, dim=-1)  # (…, T, Dh/2) each
+    cos, sin = angle.cos(), sign * angle.sin()
+    return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1).to(x.dtype)
+
+
+def _rope_interleaved(x, positions, base=10000.0):
+    angle = _angles(positions, x.shape[-1], base)  # (T, Dh/2)
+    pairs = x.float().unflatten(-1, (-1, 2))  # (…, T, Dh/2, 2): features (2j, 2j+1)
+    even, odd = pairs[..., 0], pairs[..., 1]
+    rotated = torch.stack([even * angle.cos() - odd * angle.sin(), odd * angle.cos() + even * angle.sin()], -1)
+    return rotated.flatten(-2).to(x.dtype)  # (…, T, Dh)
+
+
+def _rope_wrong_sign(x, positions, base=10000.0):
+    return _rotate_halves(x, _angles(positions, x.shape[-1], base), sign=-1.0)
+
+
+def _rope_positions_ignored(x, positions, base=10000.0):
+    return _rotate_halves(x, _angles(torch.arange(x.shape[-2]), x.shape[-1], base))
+
+
+def _rope_exponent_j(x, positions, base=10000.0):
+    return _rotate_halves(x, _angles(positions, x.shape[-1], base, two=1))
+
+
+ROPE = Exercise(
+    name="apply_rope",
+    key="rope",
+    reference=tfm_ref.apply_rope,
+    inputs=_rope_inputs,
+    arg_names=("x", "positions"),
+    shapes=[dict(B=1, H=1, T=1, Dh=2, O=1), dict(B=1, H=1, T=2, Dh=2, O=1), dict(B=1, H=1, T=2, Dh=4, O=3),
+            dict(B=2, H=2, T=4, Dh=8, O=5)],
+    visible=[Case("queries (B, H, T, Dh) at positions 5 … 8")],
+    hidden=[
+        Case("random sizes and offsets", dims=_rope_sizes),
+        Case("one position", dims=dict(B=2, H=3, T=1, Dh=8, O=7)),
+        Case("base = 500", inputs=_rope_base_500),
+        Case("scattered positions", inputs=_rope_scattered, dims=dict(B=1, H=2, T=6, Dh=16, O=0)),
+        Case("float64", dtype=torch.float64),
+        Case("gradients", grad=True),
+    ],
+    mistakes=[
+        Mistake("interleaved pairs instead of rotate-half", _rope_interleaved,
+                "tfm_ref (like Llama and GPT-NeoX) pairs feature j with feature j + Dh/2 (split x into two "
+                "halves), not feature 2j with 2j+1."),
+        Mistake("rotation by −θ (wrong sign)", _rope_wrong_sign,
+                "the rotation is x·cos θ + rotate_half(x)·sin θ with rotate_half(x) = cat(−x₂, x₁): the "
+                "first half gets x₁cos θ − x₂sin θ, the second x₂cos θ + x₁sin θ."),
+        Mistake("positions ignored (always 0 … T-1)", _rope_positions_ignored,
+                "use the `positions` argument: with a KV cache the new tokens sit at positions past the "
+                "cached ones, not at 0 … T-1."),
+        Mistake("frequencies base^(−j/Dh) instead of base^(−2j/Dh)", _rope_exponent_j,
+                "pair j turns at θ_j = base^(−2j/Dh), j = 0 … Dh/2 − 1 (the same frequencies as the "
+                "sinusoidal table)."),
+    ],
+    atol=1e-4,  # angles of tens of radians carry float32 rounding of ~1e-5
+    rtol=1e-4,
+)
+
+EXERCISES = (SINUSOIDAL, TOKEN_EMBEDDING, LEARNED, ROPE)

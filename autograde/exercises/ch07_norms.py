@@ -1,0 +1,367 @@
+"""Chapter 7 exercises — LayerNorm, RMSNorm, and the residual connection around a sublayer.
+
+    LayerNorm(x) = (x − mean(x)) / √(var(x) + ε) · γ + β     var biased (divide by D)
+    RMSNorm(x)   = x / √(mean(x²) + ε) · γ                     no centring, no β
+    Post-Norm: Norm(x + Sublayer(x))        Pre-Norm: x + Sublayer(Norm(x))
+
+Each exercise is checked against `tfm_ref`; each `Mistake` is a broken version a student
+plausibly writes, with the hint its failure gives (`tests/test_exercises_ch07.py` proves it).
+
+Shapes: B batch · T positions · D features (the normalised axis).
+Case flags in the sizes: ``eps2`` (present: ε = 1e-2), ``nobias`` (LayerNorm without β).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tfm_ref
+from tfm_ref.blocks import _Residual
+
+from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
+from ._modules import PerturbedModuleAdapter
+
+__all__ = ["LAYER_NORM", "RMS_NORM", "LAYER_NORM_MODULE", "RESIDUAL", "EXERCISES", "residual"]
+
+# Library functions and modules that would normalise for the student.
+NORM_LIBRARY = (F.layer_norm, torch.layer_norm, torch.native_layer_norm, nn.LayerNorm, F.group_norm,
+                torch.group_norm, nn.GroupNorm, F.instance_norm, F.rms_norm, torch.rms_norm, nn.RMSNorm)
+
+# The shrink ladder starts at D = 2: with one feature the unbiased variance is NaN, which says less
+# than the D/(D−1) factor it shows at D = 2 (the hidden "one feature" case still tries D = 1).
+_SHAPES = [dict(B=1, T=1, D=2), dict(B=1, T=2, D=3), dict(B=2, T=3, D=5), dict(B=2, T=4, D=8)]
+_SIZES = random_dims(B=(1, 4), T=(1, 9), D=(1, 33))
+
+
+def _x(gen: torch.Generator, dims, dtype: torch.dtype) -> torch.Tensor:
+    return randn(gen, dims["B"], dims["T"], dims["D"], dtype=dtype)
+
+
+def _affine(gen: torch.Generator, dims, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    return 1 + 0.5 * randn(gen, dims["D"], dtype=dtype), 0.5 * randn(gen, dims["D"], dtype=dtype)
+
+
+def _scaled(make, factor: float, shift: float = 0.0):
+    """The same input maker with x (the first argument only) scaled and shifted."""
+    def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+        call = make(gen, dims, dtype)
+        return Call(call.args[0] * factor + shift, *call.args[1:], **call.kwargs)
+    return inputs
+
+
+# --------------------------------------------------------------------------- 1. layer_norm
+
+def _ln_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_x(gen, dims, dtype), *_affine(gen, dims, dtype))
+
+
+def _ln_eps(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(*_ln_inputs(gen, dims, dtype).args, eps=1e-2)
+
+
+def _ln_plain(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_x(gen, dims, dtype), None, None)
+
+
+def _finish_ln(y, weight, bias, x):
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y.to(x.dtype)
+
+
+def _ln_unbiased(x, weight, bias, eps=1e-5):
+    xf = x.float()
+    centred = xf - xf.mean(-1, keepdim=True)
+    var = centred.pow(2).sum(-1, keepdim=True) / (x.shape[-1] - 1)  # torch.var's default; inf/NaN for D = 1
+    return _finish_ln(centred / torch.sqrt(var + eps), weight, bias, x)
+
+
+def _ln_eps_outside(x, weight, bias, eps=1e-5):
+    xf = x.float()
+    mean = xf.mean(-1, keepdim=True)
+    std = (xf - mean).pow(2).mean(-1, keepdim=True).sqrt()
+    return _finish_ln((xf - mean) / (std + eps), weight, bias, x)
+
+
+def _ln_over(dims: tuple[int, ...]):
+    def layer_norm(x, weight, bias, eps=1e-5):
+        xf = x.float()
+        mean = xf.mean(dims, keepdim=True)
+        var = (xf - mean).pow(2).mean(dims, keepdim=True)
+        return _finish_ln((xf - mean) / torch.sqrt(var + eps), weight, bias, x)
+    return layer_norm
+
+
+def _ln_moments(x, weight, bias, eps=1e-5):
+    xf = x.float()
+    mean = xf.mean(-1, keepdim=True)
+    var = xf.pow(2).mean(-1, keepdim=True) - mean**2  # cancels catastrophically for a large mean
+    return _finish_ln((xf - mean) / torch.sqrt(var + eps), weight, bias, x)
+
+
+def _ln_no_sqrt(x, weight, bias, eps=1e-5):
+    xf = x.float()
+    mean = xf.mean(-1, keepdim=True)
+    return _finish_ln((xf - mean) / ((xf - mean).pow(2).mean(-1, keepdim=True) + eps), weight, bias, x)
+
+
+def _ln_affine_swapped(x, weight, bias, eps=1e-5):
+    return tfm_ref.layer_norm(x, bias, weight, eps)
+
+
+LAYER_NORM_MISTAKES = [
+    Mistake("unbiased variance", _ln_unbiased,
+            "LayerNorm divides the squared deviations by D, not D − 1: torch.var(x, unbiased=False) (or "
+            "((x − mean)²).mean()); torch.var's default is the unbiased estimate."),
+    Mistake("epsilon outside the square root", _ln_eps_outside,
+            "ε goes inside the root: (x − mean) / √(var + ε), not (x − mean) / (√var + ε). It matters "
+            "when the variance is small."),
+    Mistake("normalised over the wrong axis (positions)", _ln_over((-2,)),
+            "LayerNorm normalises each position over its D features, the last axis (dim=-1, keepdim=True); "
+            "you normalised each feature over the positions."),
+    Mistake("normalised over the whole sequence", _ln_over((-2, -1)),
+            "the statistics are per position: mean and variance over the last axis only, not over (T, D)."),
+    Mistake("variance as E[x²] − E[x]²", _ln_moments,
+            "E[x²] − E[x]² cancels catastrophically when the mean is large compared with the spread "
+            "(float32 keeps ~7 digits); compute the mean of (x − mean)²."),
+    Mistake("divided by the variance instead of the standard deviation", _ln_no_sqrt,
+            "divide by √(var + ε), the standard deviation, not by var + ε."),
+    Mistake("γ and β swapped", _ln_affine_swapped,
+            "scale by the weight γ, then add the bias β: x̂ · weight + bias."),
+]
+
+LAYER_NORM = Exercise(
+    name="layer_norm",
+    reference=tfm_ref.layer_norm,
+    inputs=_ln_inputs,
+    arg_names=("x", "weight", "bias"),
+    shapes=_SHAPES,
+    visible=[Case("x (B, T, D) with γ, β"),
+             Case("ε = 1e-2, small variance", inputs=_scaled(_ln_eps, 0.05))],
+    hidden=[
+        Case("random sizes", dims=_SIZES),
+        Case("no γ, β (None)", inputs=_ln_plain),
+        Case("one feature (D = 1)", dims=dict(B=2, T=3, D=1)),
+        Case("tiny variance (ε dominates)", inputs=_scaled(_ln_inputs, 1e-3)),
+        Case("large mean (1e4 + noise)", inputs=_scaled(_ln_inputs, 1.0, 1e4)),
+        Case("huge values", inputs=_scaled(_ln_inputs, 1e6)),
+        Case("float64", dtype=torch.float64),
+        Case("float16 (compute in float32, cast back)", dtype=torch.float16),
+        Case("gradients", grad=True),
+    ],
+    mistakes=LAYER_NORM_MISTAKES,
+    forbidden=NORM_LIBRARY,
+)
+
+
+# --------------------------------------------------------------------------- 2. rms_norm
+
+def _rms_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_x(gen, dims, dtype) + 0.5, _affine(gen, dims, dtype)[0])  # a nonzero mean: centring shows
+
+
+def _rms_eps(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(*_rms_inputs(gen, dims, dtype).args, eps=1e-2)
+
+
+def _rms_plain(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(_x(gen, dims, dtype) + 0.5, None)
+
+
+def _finish_rms(y, weight, x):
+    return (y if weight is None else y * weight).to(x.dtype)
+
+
+def _rms_centred(x, weight, eps=1e-6):
+    return tfm_ref.layer_norm(x, weight, None, eps)
+
+
+def _rms_eps_outside(x, weight, eps=1e-6):
+    xf = x.float()
+    return _finish_rms(xf / (xf.pow(2).mean(-1, keepdim=True).sqrt() + eps), weight, x)
+
+
+def _rms_sum(x, weight, eps=1e-6):
+    xf = x.float()
+    return _finish_rms(xf / torch.sqrt(xf.pow(2).sum(-1, keepdim=True) + eps), weight, x)
+
+
+def _rms_mean_abs(x, weight, eps=1e-6):
+    xf = x.float()
+    return _finish_rms(xf / (xf.abs().mean(-1, keepdim=True) + eps), weight, x)
+
+
+def _rms_over_positions(x, weight, eps=1e-6):
+    xf = x.float()
+    return _finish_rms(xf * torch.rsqrt(xf.pow(2).mean(-2, keepdim=True) + eps), weight, x)
+
+
+RMS_NORM = Exercise(
+    name="rms_norm",
+    reference=tfm_ref.rms_norm,
+    inputs=_rms_inputs,
+    arg_names=("x", "weight"),
+    shapes=_SHAPES,
+    visible=[Case("x (B, T, D) with γ"),
+             Case("ε = 1e-2, small values", inputs=_scaled(_rms_eps, 0.05))],
+    hidden=[
+        Case("random sizes", dims=_SIZES),
+        Case("no γ (None)", inputs=_rms_plain),
+        Case("one feature (D = 1)", dims=dict(B=2, T=3, D=1)),
+        Case("tiny values (ε dominates)", inputs=_scaled(_rms_inputs, 1e-3)),
+        Case("huge values", inputs=_scaled(_rms_inputs, 1e6)),
+        Case("float64", dtype=torch.float64),
+        Case("float16 (compute in float32, cast back)", dtype=torch.float16),
+        Case("gradients", grad=True),
+    ],
+    mistakes=[
+        Mistake("centred (subtracted the mean)", _rms_centred,
+                "RMSNorm does not subtract the mean — that is what makes it cheaper than LayerNorm: "
+                "x / √(mean(x²) + ε) · γ."),
+        Mistake("epsilon outside the square root", _rms_eps_outside,
+                "ε goes inside the root: x / √(mean(x²) + ε), not x / (√mean(x²) + ε)."),
+        Mistake("square root of the sum instead of the mean", _rms_sum,
+                "the root mean square divides the sum of squares by D: mean(x², dim=-1), not sum."),
+        Mistake("mean absolute value instead of root mean square", _rms_mean_abs,
+                "divide by the root of the mean of the squares, √(mean(x²) + ε), not by mean(|x|)."),
+        Mistake("normalised over the wrong axis (positions)", _rms_over_positions,
+                "the mean of squares is over each position's features, the last axis (dim=-1, keepdim=True)."),
+    ],
+    forbidden=NORM_LIBRARY,
+)
+
+
+# --------------------------------------------------------------------------- 3. the LayerNorm module
+
+def _module_input(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    scale = 0.05 if dims.get("eps2") else 1.0  # small variance, so a wrong ε shows
+    return Call(_x(gen, dims, dtype) * scale)
+
+
+def _module_mistake(function, name: str) -> type:
+    """A tfm_ref.LayerNorm whose forward calls the broken ``function``."""
+    def forward(self, x):
+        return function(x, self.weight, self.bias, self.eps)
+    return type(name, (tfm_ref.LayerNorm,), {"forward": forward})
+
+
+class _ModuleEpsIgnored(tfm_ref.LayerNorm):
+    def forward(self, x):
+        return tfm_ref.layer_norm(x, self.weight, self.bias)
+
+
+LAYER_NORM_MODULE = Exercise(
+    name="LayerNorm",
+    key="layer_norm_module",
+    reference=tfm_ref.LayerNorm,
+    adapter=PerturbedModuleAdapter(lambda dims: dict(d=dims["D"], eps=1e-2 if dims.get("eps2") else 1e-5,
+                                                     bias=not dims.get("nobias"))),
+    inputs=_module_input,
+    arg_names=("x",),
+    shapes=_SHAPES,
+    visible=[Case("LayerNorm(D) on (B, T, D)"), Case("LayerNorm(D, eps=1e-2)", dims=dict(B=2, T=4, D=8, eps2=1))],
+    hidden=[
+        Case("random sizes", dims=_SIZES),
+        Case("without bias (bias=False)", dims=dict(B=2, T=3, D=6, nobias=1)),
+        Case("large mean (1e4 + noise)", inputs=_scaled(_module_input, 1.0, 1e4)),
+        Case("float64", dtype=torch.float64),
+        Case("gradients (input, γ and β)", grad=True),
+    ],
+    mistakes=[
+        Mistake("eps argument ignored", _ModuleEpsIgnored,
+                "store the `eps` the module is built with and pass it to layer_norm; you used the default 1e-5."),
+        *(Mistake(m.name, _module_mistake(m.impl, f"_Module{i}"), m.hint) for i, m in enumerate(LAYER_NORM_MISTAKES)),
+    ],
+    forbidden=NORM_LIBRARY,
+)
+
+
+# --------------------------------------------------------------------------- 4. residual sublayer
+
+def residual(x: torch.Tensor, sublayer, norm, norm_first: bool = False) -> torch.Tensor:
+    """Post-Norm ``norm(x + sublayer(x))`` or, with ``norm_first``, Pre-Norm ``x + sublayer(norm(x))``
+    — tfm_ref's residual wrapper of the encoder and decoder blocks, without dropout."""
+    return _Residual(norm, 0.0, norm_first).eval()(x, sublayer)
+
+
+def _residual_parts(gen: torch.Generator, d_model: int, dtype: torch.dtype) -> tuple[nn.Module, nn.Module]:
+    """A random sublayer (linear map and tanh) and a LayerNorm with random γ, β, drawn from ``gen``."""
+    linear, norm = nn.Linear(d_model, d_model).to(dtype), nn.LayerNorm(d_model).to(dtype)
+    with torch.no_grad():
+        for parameter in (linear.weight, linear.bias, norm.weight, norm.bias):
+            parameter.copy_(randn(gen, *parameter.shape, dtype=dtype) * 0.5 + (1.0 if parameter is norm.weight else 0.0))
+    return nn.Sequential(linear, nn.Tanh()), norm
+
+
+def _residual_inputs(norm_first: bool):
+    def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+        x = randn(gen, dims["B"], dims["T"], dims["D"], dtype=dtype) * 2 + 1  # a mean and spread a norm changes
+        sublayer, norm = _residual_parts(gen, dims["D"], dtype)
+        return Call(x, sublayer, norm, norm_first=norm_first)
+    return inputs
+
+
+def _res_always_post(x, sublayer, norm, norm_first=False):
+    return norm(x + sublayer(x))
+
+
+def _res_always_pre(x, sublayer, norm, norm_first=False):
+    return x + sublayer(norm(x))
+
+
+def _res_from_normalised(x, sublayer, norm, norm_first=False):
+    if norm_first:
+        h = norm(x)
+        return h + sublayer(h)
+    return norm(x + sublayer(x))
+
+
+def _res_norm_sublayer_only(x, sublayer, norm, norm_first=False):
+    return x + sublayer(norm(x)) if norm_first else x + norm(sublayer(x))
+
+
+def _res_pre_and_post(x, sublayer, norm, norm_first=False):
+    return norm(x + sublayer(norm(x))) if norm_first else norm(x + sublayer(x))
+
+
+def _res_no_residual(x, sublayer, norm, norm_first=False):
+    return sublayer(norm(x)) if norm_first else norm(sublayer(x))
+
+
+RESIDUAL = Exercise(
+    name="residual",
+    reference=residual,
+    inputs=_residual_inputs(False),
+    arg_names=("x", "sublayer", "norm"),
+    shapes=[dict(B=1, T=1, D=2), dict(B=1, T=2, D=3), dict(B=2, T=3, D=8)],
+    visible=[Case("Post-Norm (norm_first=False)"),
+             Case("Pre-Norm (norm_first=True)", inputs=_residual_inputs(True))],
+    hidden=[
+        Case("random sizes, Post-Norm", dims=random_dims(B=(1, 3), T=(1, 7), D=(2, 16))),
+        Case("random sizes, Pre-Norm", dims=random_dims(B=(1, 3), T=(1, 7), D=(2, 16)), inputs=_residual_inputs(True)),
+        Case("one position, Pre-Norm", dims=dict(B=2, T=1, D=6), inputs=_residual_inputs(True)),
+        Case("gradients, Post-Norm", grad=True),
+        Case("gradients, Pre-Norm", grad=True, inputs=_residual_inputs(True)),
+    ],
+    mistakes=[
+        Mistake("norm_first ignored (always Post-Norm)", _res_always_post,
+                "with norm_first=True normalise the sublayer's input instead: x + sublayer(norm(x))."),
+        Mistake("always Pre-Norm", _res_always_pre,
+                "norm_first=False is the 2017 Post-Norm layout: norm(x + sublayer(x))."),
+        Mistake("Pre-Norm: residual taken from the normalised input", _res_from_normalised,
+                "in Pre-Norm the residual path carries x itself, untouched: x + sublayer(norm(x)), not "
+                "norm(x) + sublayer(norm(x)). That identity path is why Pre-Norm trains stably when deep."),
+        Mistake("Post-Norm: only the sublayer output normalised", _res_norm_sublayer_only,
+                "Post-Norm normalises the sum, after the residual is added: norm(x + sublayer(x))."),
+        Mistake("Pre-Norm: normalised again after the addition", _res_pre_and_post,
+                "Pre-Norm has no norm after the addition (the stack ends with one final norm instead): "
+                "x + sublayer(norm(x))."),
+        Mistake("residual connection missing", _res_no_residual,
+                "add the sublayer's input back: the residual connection is the `x + …`."),
+    ],
+)
+
+EXERCISES = (LAYER_NORM, RMS_NORM, LAYER_NORM_MODULE, RESIDUAL)
