@@ -180,10 +180,10 @@ class Case:
 class FunctionAdapter:
     """The student's object is the function itself."""
 
-    def reference(self, reference: Callable, dims: Dims) -> Callable:
+    def reference(self, reference: Callable, dims: Dims, dtype: torch.dtype) -> Callable:
         return reference
 
-    def candidate(self, candidate: Callable, dims: Dims, reference: Callable) -> Callable:
+    def candidate(self, candidate: Callable, dims: Dims, reference: Callable, dtype: torch.dtype) -> Callable:
         return candidate
 
     def parameters(self, built: Callable) -> list[torch.Tensor]:
@@ -200,10 +200,10 @@ class ModuleAdapter:
 
     kwargs: Callable[[Dims], dict]
 
-    def reference(self, reference: type, dims: Dims) -> torch.nn.Module:
-        return reference(**self.kwargs(dims)).eval()
+    def reference(self, reference: type, dims: Dims, dtype: torch.dtype) -> torch.nn.Module:
+        return reference(**self.kwargs(dims)).to(dtype).eval()  # parameters in the case's dtype
 
-    def candidate(self, candidate: type, dims: Dims, reference: torch.nn.Module) -> torch.nn.Module:
+    def candidate(self, candidate: type, dims: Dims, reference: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
         module = candidate(**self.kwargs(dims))
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"{candidate!r} should build an nn.Module, got {type(module).__name__}")
@@ -213,7 +213,7 @@ class ModuleAdapter:
                 "your module's parameters are not named as in tfm_ref, so the reference weights "
                 f"cannot be loaded into it.\n  missing: {sorted(expected - got)}\n  unexpected: {sorted(got - expected)}"
             )
-        module.load_state_dict(reference.state_dict())
+        module.to(dtype).load_state_dict(reference.state_dict())
         return module.eval()
 
     def parameters(self, built: torch.nn.Module) -> list[torch.Tensor]:
@@ -329,14 +329,14 @@ def _evaluate(exercise: Exercise, impl: Callable, role: str, call: Call, dims: D
     try:
         with _fork_rng(devices=[]):
             _manual_seed(seed)
-            reference = adapter.reference(exercise.reference, dims)
+            reference = adapter.reference(exercise.reference, dims, case.dtype)
             if role == "reference":
                 built = reference
             elif guarded:
                 with Forbid(exercise.forbidden, allowed=exercise.allowed):
-                    built = adapter.candidate(impl, dims, reference)
+                    built = adapter.candidate(impl, dims, reference, case.dtype)
             else:
-                built = adapter.candidate(impl, dims, reference)
+                built = adapter.candidate(impl, dims, reference, case.dtype)
         if guarded and role == "candidate":
             with Forbid(exercise.forbidden, allowed=exercise.allowed):
                 output = built(*inputs.args, **inputs.kwargs)

@@ -21,7 +21,7 @@ from .multihead import MultiHeadAttention
 from .norms import NORMS
 from .positional import RotaryEmbedding
 
-__all__ = ["EncoderBlock", "DecoderBlock", "make_ffn", "make_norm"]
+__all__ = ["EncoderBlock", "DecoderBlock", "Residual", "make_ffn", "make_norm"]
 
 FFN_KINDS = (*ACTIVATIONS, "swiglu")
 
@@ -41,7 +41,7 @@ def make_norm(kind: str, d_model: int, eps: float) -> nn.Module:
     return NORMS[kind](d_model, eps=eps)
 
 
-class _Residual(nn.Module):
+class Residual(nn.Module):
     """One sublayer wrapped in its residual connection, normalised before or after."""
 
     def __init__(self, norm: nn.Module, dropout: float, norm_first: bool) -> None:
@@ -72,8 +72,8 @@ class EncoderBlock(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads, bias, dropout, attn_impl=attn_impl, rope=rope)
         self.ffn = make_ffn(ffn, d_model, d_ff, dropout, bias)
-        self.attn_residual = _Residual(make_norm(norm, d_model, norm_eps), dropout, norm_first)
-        self.ffn_residual = _Residual(make_norm(norm, d_model, norm_eps), dropout, norm_first)
+        self.attn_residual = Residual(make_norm(norm, d_model, norm_eps), dropout, norm_first)
+        self.ffn_residual = Residual(make_norm(norm, d_model, norm_eps), dropout, norm_first)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """x (B, S, D); mask bool broadcastable to (B, H, S, S), True = may attend → (B, S, D)."""
@@ -96,13 +96,13 @@ class DecoderBlock(nn.Module):
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads, bias, dropout, attn_impl=attn_impl, rope=rope)
-        self.self_residual = _Residual(make_norm(norm, d_model, norm_eps), dropout, norm_first)
+        self.self_residual = Residual(make_norm(norm, d_model, norm_eps), dropout, norm_first)
         self.cross_attn = None
         if cross_attention:
             self.cross_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads, bias, dropout, attn_impl=attn_impl)
-            self.cross_residual = _Residual(make_norm(norm, d_model, norm_eps), dropout, norm_first)
+            self.cross_residual = Residual(make_norm(norm, d_model, norm_eps), dropout, norm_first)
         self.ffn = make_ffn(ffn, d_model, d_ff, dropout, bias)
-        self.ffn_residual = _Residual(make_norm(norm, d_model, norm_eps), dropout, norm_first)
+        self.ffn_residual = Residual(make_norm(norm, d_model, norm_eps), dropout, norm_first)
 
     def forward(
         self,

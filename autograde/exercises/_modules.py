@@ -29,8 +29,8 @@ __all__ = ["PerturbedModuleAdapter", "functions_of", "one_thread"]
 class PerturbedModuleAdapter(ModuleAdapter):
     """`ModuleAdapter` whose reference has every 1-D parameter (norm gains, biases) moved off its init."""
 
-    def reference(self, reference: type, dims, *rest) -> nn.Module:  # rest: what ModuleAdapter takes (dtype)
-        module = super().reference(reference, dims, *rest)
+    def reference(self, reference: type, dims, dtype: torch.dtype) -> nn.Module:
+        module = super().reference(reference, dims, dtype)
         with torch.no_grad():
             for parameter in module.parameters():
                 if parameter.dim() == 1:

@@ -342,6 +342,7 @@ MULTIHEAD = Exercise(
         Case("length-1 sequences", dims=dict(B=3, T=1, D=8, H=4, G=2)),
         Case("no biases (bias=False)", dims=dict(B=2, T=4, D=8, H=4, G=2, bias=0)),
         Case("gradients (inputs and weights)", grad=True),
+        Case("float64 weights and inputs", dtype=torch.float64),
     ],
     mistakes=[
         Mistake("reshape without transpose when splitting heads", _MHAReshapeSplit,

@@ -33,10 +33,10 @@ class _RaisesForOddWidth(FunctionAdapter):
     outcome of an odd width into a word, so "no ValueError" is a comparable (and nameable) answer.
     """
 
-    def reference(self, reference: Callable, dims, *rest) -> Callable:  # rest: what FunctionAdapter takes (dtype)
+    def reference(self, reference: Callable, dims, dtype: torch.dtype) -> Callable:
         return self._outcome(reference, dims)
 
-    def candidate(self, candidate: Callable, dims, reference: Callable, *rest) -> Callable:
+    def candidate(self, candidate: Callable, dims, reference: Callable, dtype: torch.dtype) -> Callable:
         return self._outcome(candidate, dims)
 
     @staticmethod

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tfm_ref
-from tfm_ref.blocks import _Residual
+from tfm_ref.blocks import Residual
 
 from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
 from ._modules import PerturbedModuleAdapter
@@ -284,7 +284,7 @@ LAYER_NORM_MODULE = Exercise(
 def residual(x: torch.Tensor, sublayer, norm, norm_first: bool = False) -> torch.Tensor:
     """Post-Norm ``norm(x + sublayer(x))`` or, with ``norm_first``, Pre-Norm ``x + sublayer(norm(x))``
     — tfm_ref's residual wrapper of the encoder and decoder blocks, without dropout."""
-    return _Residual(norm, 0.0, norm_first).eval()(x, sublayer)
+    return Residual(norm, 0.0, norm_first).eval()(x, sublayer)
 
 
 def _residual_parts(gen: torch.Generator, d_model: int, dtype: torch.dtype) -> tuple[nn.Module, nn.Module]:

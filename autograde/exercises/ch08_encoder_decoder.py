@@ -120,6 +120,7 @@ ENCODER_BLOCK = Exercise(
         Case("random sizes, Pre-Norm", dims=_block_sizes(True)),
         Case("mask=None", inputs=_encoder_no_mask),
         Case("one position", dims=dict(B=2, S=1, D=8, H=2, F=16)),
+        Case("float64 weights and inputs, Pre-Norm", dims=dict(B=2, S=4, D=8, H=2, F=16, pre=1), dtype=torch.float64),
         Case("gradients (input and every parameter), Pre-Norm", dims=dict(B=2, S=4, D=8, H=2, F=16, pre=1), grad=True),
     ],
     mistakes=[
@@ -184,6 +185,7 @@ DECODER_BLOCK = Exercise(
         Case("random sizes, Post-Norm", dims=_block_sizes(False)),
         Case("random sizes, Pre-Norm", dims=_block_sizes(True)),
         Case("one target position", dims=dict(B=2, T=1, S=5, D=8, H=2, F=16)),
+        Case("float64 weights and inputs", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16), dtype=torch.float64),
         Case("gradients (inputs, memory and every parameter), Pre-Norm", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, pre=1),
              grad=True),
     ],
