@@ -12,7 +12,7 @@ fresh random inputs for each `Case`; when the output differs from the reference 
    hints, or the largest difference).
 
 The same catalogue proves the checks in pytest: each check passes `tfm_ref` and fails every
-mistake with that mistake's hint (`tests/test_exercises_chNN.py`).
+mistake with that mistake's hint (`tests/test_exercises.py`).
 
 In a notebook (the test cells of ``solutions/chNN_slug/chNN_slug.md``)::
 

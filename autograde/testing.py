@@ -1,41 +1,38 @@
-"""The proof that a chapter's checks work, shared by every ``tests/test_exercises_chNN.py``.
+"""The proof that the checks work (``tests/test_exercises.py`` runs it for every chapter).
 
 Each check must pass the reference (visible and hidden cases) and fail every catalogued
-mistake, naming that mistake and giving its hint::
-
-    from autograde.exercises import ch01_attention as chapter
-    from autograde.testing import assert_fails_with_hint, assert_passes, exercise_params, mistake_params
-
-    @pytest.mark.parametrize("exercise", exercise_params(chapter))
-    def test_reference_passes_every_check(exercise):
-        assert_passes(exercise)
-
-    @pytest.mark.parametrize(("exercise", "mistake"), mistake_params(chapter))
-    def test_each_mistake_fails_with_its_hint(exercise, mistake):
-        assert_fails_with_hint(exercise, mistake)
+mistake, naming that mistake and giving its hint.
 """
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from types import ModuleType
+
+import torch
 
 from .checking import Exercise, Mistake
 
-__all__ = ["exercise_params", "mistake_params", "assert_passes", "assert_fails_with_hint"]
+__all__ = ["exercise_params", "mistake_params", "assert_passes", "assert_fails_with_hint", "one_thread"]
 
 SEEDS = (0, 1, 2)
 """Every proof runs on these seeds, so a mistake caught only by luck is noticed."""
 
 
-def exercise_params(chapter: ModuleType) -> list:
+def exercise_params(chapters: list[ModuleType]) -> list:
     import pytest
 
-    return [pytest.param(e, id=e.key) for e in chapter.EXERCISES]
+    return [pytest.param(e, id=f"{_short(c)}-{e.key}") for c in chapters for e in c.EXERCISES]
 
 
-def mistake_params(chapter: ModuleType) -> list:
+def mistake_params(chapters: list[ModuleType]) -> list:
     import pytest
 
-    return [pytest.param(e, m, id=f"{e.key}-{m.name}") for e in chapter.EXERCISES for m in e.mistakes]
+    return [pytest.param(e, m, id=f"{_short(c)}-{e.key}-{m.name}") for c in chapters for e in c.EXERCISES for m in e.mistakes]
+
+
+def _short(chapter: ModuleType) -> str:
+    return chapter.__name__.rsplit(".", 1)[-1].split("_")[0]  # "ch01"
 
 
 def assert_passes(exercise: Exercise) -> None:
@@ -51,3 +48,15 @@ def assert_fails_with_hint(exercise: Exercise, mistake: Mistake) -> None:
         assert report.mistake == mistake.name, (
             f"the check fails {mistake.name!r} but names {report.mistake!r} (seed {seed}):\n{report.message}")
         assert mistake.hint in report.message
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one thread inside the block. The checks' tensors are tiny; on shared cores the
+    threads of every small op wait for each other (chapter 8's proofs ran ten times slower)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

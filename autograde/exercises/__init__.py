@@ -1,8 +1,8 @@
 """The exercise specs, one module per assignment: ``autograde/exercises/<assignment id>.py``.
 
 Each module defines ``EXERCISES``, a tuple of `autograde.checking.Exercise`. Adding a chapter
-is adding its module here, its notebook source in ``solutions/<assignment id>/`` and its test
-file ``tests/test_exercises_chNN.py``; nothing else is registered by hand.
+is adding its module here and its notebook source in ``solutions/<assignment id>/``;
+``tests/test_exercises.py`` proves its checks; nothing else is registered by hand.
 """
 from __future__ import annotations
 

@@ -4,8 +4,6 @@
 building blocks (chapter 8's blocks use tfm_ref's attention, FFN and norms; its decoding
 exercise drives a tfm_ref model).
 
-`one_thread` runs torch on one thread for the proofs in ``tests/test_exercises_chNN.py``.
-
 `PerturbedModuleAdapter` is `ModuleAdapter` with random norm gains and biases: a freshly built
 LayerNorm has γ = 1 and β = 0, so a student who applies γ and β in the wrong order, or uses
 one block's norm in place of another's, would still match the reference. Perturbing them
@@ -14,16 +12,14 @@ such mistakes visible.
 """
 from __future__ import annotations
 
-import contextlib
 import types
-from collections.abc import Iterator
 
 import torch
 from torch import nn
 
 from ..checking import ModuleAdapter
 
-__all__ = ["PerturbedModuleAdapter", "functions_of", "one_thread"]
+__all__ = ["PerturbedModuleAdapter", "functions_of"]
 
 
 class PerturbedModuleAdapter(ModuleAdapter):
@@ -57,15 +53,3 @@ def functions_of(*owners: object) -> list[types.FunctionType]:
             elif isinstance(owner, types.ModuleType) and isinstance(value, type) and value.__module__ == owner.__name__:
                 found += functions_of(value)
     return found
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """torch on one thread inside the block. The checks' tensors are tiny; on shared cores the
-    threads of every small op wait for each other (chapter 8's proofs ran ten times slower)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)

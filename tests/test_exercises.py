@@ -1,0 +1,34 @@
+"""Every chapter's checks pass the reference and fail each catalogued mistake with its hint.
+
+Chapter-specific proofs (forbidden helpers, answers written from scratch) live in
+``tests/test_exercises_chNN.py``.
+"""
+import pytest
+
+from autograde.exercises import load_all
+from autograde.testing import assert_fails_with_hint, assert_passes, exercise_params, mistake_params, one_thread
+
+CHAPTERS = load_all()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with one_thread():
+        yield
+
+
+@pytest.mark.parametrize("exercise", exercise_params(CHAPTERS))
+def test_reference_passes_every_check(exercise):
+    assert_passes(exercise)
+
+
+@pytest.mark.parametrize(("exercise", "mistake"), mistake_params(CHAPTERS))
+def test_each_mistake_fails_with_its_hint(exercise, mistake):
+    assert_fails_with_hint(exercise, mistake)
+
+
+def test_every_chapter_from_1_to_8_has_at_least_three_exercises_and_thirty_in_all():
+    ids = [chapter.__name__.rsplit(".", 1)[-1][:4] for chapter in CHAPTERS]
+    assert ids[:8] == [f"ch0{n}" for n in range(1, 9)]
+    assert all(len(chapter.EXERCISES) >= 3 for chapter in CHAPTERS)
+    assert sum(len(chapter.EXERCISES) for chapter in CHAPTERS) >= 30
