@@ -129,3 +129,12 @@ def test_float64_attention_keeps_float64_precision():
     q, k, v = random_qkv()
     torch.testing.assert_close(scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("attend", IMPLS)
+@pytest.mark.parametrize("t, s", [(6, 6), (2, 6)])
+def test_is_causal_equals_passing_the_causal_mask(attend, t, s):
+    q, k, v = random_qkv(t=t, s=s)
+    keep = padding_mask([s, s - 1], s)[:, None, None, :]
+    torch.testing.assert_close(attend(q, k, v, is_causal=True), attend(q, k, v, causal_mask(t, s)))
+    torch.testing.assert_close(attend(q, k, v, keep, is_causal=True), attend(q, k, v, keep & causal_mask(t, s)))

@@ -55,3 +55,15 @@ def test_float64_inputs_keep_float64_precision():
     x = torch.randn(4, 16, dtype=torch.float64) * 3
     torch.testing.assert_close(layer_norm(x, None, None), nn.functional.layer_norm(x, (16,)), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(rms_norm(x, None, 1e-6), nn.functional.rms_norm(x, (16,), eps=1e-6), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_modules_equal_the_readable_functions(dtype):
+    x = (torch.randn(3, 5, 32) * 4 + 1).to(dtype)
+    ln, rms = LayerNorm(32), RMSNorm(32)
+    with torch.no_grad():
+        for p in (ln.weight, ln.bias, rms.weight):
+            p.normal_()
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(ln(x), layer_norm(x, ln.weight, ln.bias, ln.eps), **tol)
+    torch.testing.assert_close(rms(x), rms_norm(x, rms.weight, rms.eps), **tol)

@@ -4,6 +4,7 @@ Every exercise of the course is graded against these functions and modules, and 
 package trains the chapter models. Masks are boolean everywhere: **True = may attend**.
 """
 from .attention import scaled_dot_product_attention, sdpa_attention, softmax
+from .beam_search import beam_search, sequence_log_prob
 from .blocks import DecoderBlock, EncoderBlock
 from .config import TransformerConfig
 from .decoding import greedy_decode, lm_generate
@@ -35,6 +36,6 @@ __all__ = [
     "LayerNorm", "RMSNorm", "layer_norm", "rms_norm",
     "EncoderBlock", "DecoderBlock",
     "TransformerConfig", "Encoder", "Decoder", "EncoderDecoderCore", "Transformer", "DecoderOnlyLM", "TokenEmbedding",
-    "greedy_decode", "lm_generate",
+    "greedy_decode", "lm_generate", "beam_search", "sequence_log_prob",
     "from_torch",
 ]

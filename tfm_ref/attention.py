@@ -18,6 +18,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .masks import causal_mask
 from .precision import at_least_float32
 from .shapes import check_mask
 
@@ -53,6 +54,11 @@ def _scores_shape(q: torch.Tensor, k: torch.Tensor) -> tuple[int, ...]:
     return (*batch, q.shape[-2], k.shape[-2])
 
 
+def _with_causal(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (T, S)
+    return causal if mask is None else mask & causal
+
+
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -61,6 +67,7 @@ def scaled_dot_product_attention(
     *,
     return_weights: bool = False,
     dropout_p: float = 0.0,
+    is_causal: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """softmax(q kᵀ / √Dk) v, the readable reference.
 
@@ -69,6 +76,8 @@ def scaled_dot_product_attention(
         mask: bool, broadcastable to (…, T, S); True = may attend.
         return_weights: also return the attention weights.
         dropout_p: dropout on the weights (training only; callers pass 0.0 in eval).
+        is_causal: also apply `causal_mask` (aligned to the end when S > T), without the
+            caller building it, so the fast path can use its causal kernels.
     Returns:
         (…, T, Dv), and the weights (…, T, S) when ``return_weights``.
     Raises:
@@ -77,6 +86,7 @@ def scaled_dot_product_attention(
     """
     _check_qkv(q, k, v)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (…, T, S)
+    mask = _with_causal(mask, q, k) if is_causal else mask
     if mask is not None:
         check_mask(mask, scores.shape)
         scores = scores.masked_fill(~mask, float("-inf"))  # before the softmax, never after
@@ -94,14 +104,19 @@ def sdpa_attention(
     *,
     return_weights: bool = False,
     dropout_p: float = 0.0,
+    is_causal: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """The same function through ``F.scaled_dot_product_attention`` (fused kernels on GPU).
 
     The fused kernels never materialise the weights, so ``return_weights`` uses the eager path.
     """
     if return_weights:
-        return scaled_dot_product_attention(q, k, v, mask, return_weights=True, dropout_p=dropout_p)
+        return scaled_dot_product_attention(q, k, v, mask, return_weights=True, dropout_p=dropout_p, is_causal=is_causal)
     _check_qkv(q, k, v)
+    if is_causal and mask is None and q.shape[-2] == k.shape[-2]:
+        # PyTorch aligns its causal triangle to the start; with T = S that is our triangle too
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+    mask = _with_causal(mask, q, k) if is_causal else mask
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
     check_mask(mask, _scores_shape(q, k))

@@ -113,14 +113,16 @@ class DecoderBlock(nn.Module):
         *,
         self_cache: AttentionCache | None = None,
         cross_cache: AttentionCache | None = None,
+        causal: bool = False,
     ) -> torch.Tensor:
         """x (B, T, D); memory (B, S, D), the encoder output.
 
-        self_mask: bool broadcastable to (B, H, T, T_past + T) — causal, usually.
+        self_mask: bool broadcastable to (B, H, T, T_past + T), e.g. padding.
+        causal: self-attention is also causal (the decoder's usual case; no mask tensor needed).
         cross_mask: bool broadcastable to (B, H, T, S) — the source padding.
         Returns (B, T, D).
         """
-        x = self.self_residual(x, lambda h: self.self_attn(h, mask=self_mask, cache=self_cache))
+        x = self.self_residual(x, lambda h: self.self_attn(h, mask=self_mask, cache=self_cache, is_causal=causal))
         if self.cross_attn is not None:
             if memory is None:
                 raise ValueError("this decoder block has cross-attention: pass the encoder output as memory")

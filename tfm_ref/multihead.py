@@ -17,6 +17,7 @@ G key/value heads · Dh = D / H head width.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .attention import ATTENTION_IMPLEMENTATIONS
@@ -75,11 +76,13 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         *,
         cache: AttentionCache | None = None,
+        is_causal: bool = False,
     ) -> torch.Tensor:
         """Attend from ``x`` (B, T, D) to ``context`` (B, S, D), or to ``x`` itself.
 
         Args:
             mask: bool, broadcastable to (B, H, T, S); True = may attend.
+            is_causal: also apply the causal mask (lets the fast path use causal kernels).
             cache: keys/values of earlier steps. Self-attention appends this step's keys and
                 values; cross-attention computes them from ``context`` once and reuses them.
         Returns:
@@ -94,13 +97,20 @@ class MultiHeadAttention(nn.Module):
         offset = 0 if cache is None or cross else cache.length
 
         # 1) project and split into heads
-        q = split_heads(self.q_proj(x), self.n_heads)  # (B, H, T, Dh)
-        if cross and cache is not None and cache.k is not None:
-            k, v = cache.k, cache.v  # (B, G, S, Dh), computed at the first step
+        if cross:
+            q = self.q_proj(x)  # (B, T, H·Dh)
+            if cache is not None and cache.k is not None:
+                k = v = None  # computed at the first step, kept in the cache
+            else:
+                k, v = self.k_proj(context), self.v_proj(context)  # (B, S, G·Dh) each
         else:
-            source = context if cross else x
-            k = split_heads(self.k_proj(source), self.n_kv_heads)  # (B, G, S, Dh)
-            v = split_heads(self.v_proj(source), self.n_kv_heads)  # (B, G, S, Dh)
+            q, k, v = self._project_self(x)
+        q = split_heads(q, self.n_heads)  # (B, H, T, Dh)
+        if k is None:
+            k, v = cache.k, cache.v  # (B, G, S, Dh)
+        else:
+            k = split_heads(k, self.n_kv_heads)  # (B, G, S, Dh)
+            v = split_heads(v, self.n_kv_heads)  # (B, G, S, Dh)
             if self.rope is not None and not cross:
                 k = self.rope(k, offset)
             if cache is not None:
@@ -114,12 +124,20 @@ class MultiHeadAttention(nn.Module):
         attend = ATTENTION_IMPLEMENTATIONS[self.attn_impl]
         dropout_p = self.dropout if self.training else 0.0
         if self.record_weights:
-            out, self.last_weights = attend(q, k, v, mask, return_weights=True, dropout_p=dropout_p)
+            out, self.last_weights = attend(q, k, v, mask, return_weights=True, dropout_p=dropout_p, is_causal=is_causal)
         else:
-            out = attend(q, k, v, mask, dropout_p=dropout_p)  # (B, H, T, Dh)
+            out = attend(q, k, v, mask, dropout_p=dropout_p, is_causal=is_causal)  # (B, H, T, Dh)
 
         # 3) concatenate the heads and mix them
         return self.out_proj(merge_heads(out))  # (B, T, D)
+
+    def _project_self(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q_proj(x), k_proj(x), v_proj(x) as one matrix product: the same numbers, one kernel."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        weight = torch.cat([p.weight for p in projections])  # (H·Dh + 2·G·Dh, D)
+        bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
+        qkv = F.linear(x, weight, bias)  # (B, T, H·Dh + 2·G·Dh)
+        return qkv.split([p.out_features for p in projections], dim=-1)
 
 
 class record_attention:

@@ -4,13 +4,16 @@
     RMSNorm(x)   = x / √(mean(x²) + ε) · γ                      no centring, no β
 
 Both normalise every position on its own, over the last axis D (BatchNorm would instead
-mix the positions and sequences of a batch). Computed in at least float32 and cast back.
+mix the positions and sequences of a batch). `layer_norm` and `rms_norm` are the readable
+definitions, computed in at least float32 and cast back; the modules call PyTorch's fused
+kernels, which compute the same (`tests/test_norms.py`).
 
 Shapes: (…, D).
 """
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .precision import at_least_float32
@@ -49,7 +52,7 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_last_dim(x, self.d, "LayerNorm input")
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return F.layer_norm(x, (self.d,), self.weight, self.bias, self.eps)  # = layer_norm(x, …), fused
 
 
 class RMSNorm(nn.Module):
@@ -61,7 +64,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_last_dim(x, self.d, "RMSNorm input")
-        return rms_norm(x, self.weight, self.eps)
+        return F.rms_norm(x, (self.d,), self.weight, self.eps)  # = rms_norm(x, …), fused
 
 
 NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}

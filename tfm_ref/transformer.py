@@ -16,7 +16,7 @@ from torch import nn
 from .blocks import DecoderBlock, EncoderBlock, make_norm
 from .config import TransformerConfig
 from .kv_cache import KVCache
-from .masks import causal_mask, key_mask
+from .masks import key_mask
 from .positional import LearnedPositionalEncoding, RotaryEmbedding, SinusoidalPositionalEncoding
 
 __all__ = ["Encoder", "Decoder", "EncoderDecoderCore", "Transformer", "DecoderOnlyLM", "TokenEmbedding"]
@@ -51,12 +51,15 @@ class Decoder(nn.Module):
         self_mask: torch.Tensor | None = None,
         cross_mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
+        *,
+        causal: bool = False,
     ) -> torch.Tensor:
         for i, layer in enumerate(self.layers):
             x = layer(
                 x, memory, self_mask, cross_mask,
                 self_cache=None if cache is None else cache.self_attn[i],
                 cross_cache=None if cache is None else cache.cross_attn[i],
+                causal=causal,
             )  # (B, T, D)
         return x if self.final_norm is None else self.final_norm(x)
 
@@ -159,11 +162,10 @@ class Transformer(_LanguageModel):
     ) -> torch.Tensor:
         """tgt (B, T) ids (only the new ones when a cache holds the past) → logits (B, T, V)."""
         past = 0 if cache is None else cache.length
-        n_new = tgt.shape[1]
-        self_mask = causal_mask(n_new, past + n_new, device=tgt.device)  # (T, past + T)
         cross_mask = None if src_mask is None else key_mask(src_mask)  # (B, 1, 1, S)
         x = self._embed(self.tgt_embed, tgt, offset=past)
-        return self.lm_head(self.decoder(x, memory, self_mask, cross_mask, cache))  # (B, T, V)
+        # causal: the triangle is applied inside attention (aligned to the end when cached)
+        return self.lm_head(self.decoder(x, memory, None, cross_mask, cache, causal=True))  # (B, T, V)
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher forcing: ``tgt`` is the target shifted right (BOS first) → logits (B, T, V)."""
@@ -189,10 +191,10 @@ class DecoderOnlyLM(_LanguageModel):
         """
         past = 0 if cache is None else cache.length
         n_new = idx.shape[1]
-        mask = causal_mask(n_new, past + n_new, device=idx.device)  # (T, past + T)
+        mask = None
         if pad_mask is not None:
             if pad_mask.shape != (idx.shape[0], past + n_new):
                 raise ValueError(f"pad_mask must be (B, past + T) = {(idx.shape[0], past + n_new)}, got {tuple(pad_mask.shape)}")
-            mask = mask & key_mask(pad_mask)  # (B, 1, T, past + T)
+            mask = key_mask(pad_mask)  # (B, 1, 1, past + T), combined with the causal triangle inside
         x = self._embed(self.embed, idx, offset=past)
-        return self.lm_head(self.decoder(x, None, mask, None, cache))  # (B, T, V)
+        return self.lm_head(self.decoder(x, None, mask, None, cache, causal=True))  # (B, T, V)
