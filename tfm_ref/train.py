@@ -1,0 +1,397 @@
+"""Chapter 8 in practice — train a Transformer on a synthetic task, on CPU or GPU(s).
+
+    python -m tfm_ref.train --task dates --steps 3000 --device auto --out runs/dates
+    python -m tfm_ref.train --task dates --steps 3000 --out runs/dates --resume   # after a stop
+    torchrun --nproc_per_node=2 -m tfm_ref.train --task copy --steps 500 --out runs/copy
+
+`train(TrainConfig(...))` is the importable entry point and returns the run's history; the CLI
+is a thin wrapper that prints the history's summary as the last line of stdout (JSON).
+
+What it does, and why:
+
+* Batches come from `Task.batch_for_step(step)`, a pure function of (seed, step): a resumed
+  run, and every data-parallel rank, sees the same global batch as one uninterrupted process.
+  Each rank trains on its slice; the loss is normalised by the *global* count of scored tokens,
+  so DDP's gradient average equals the single-process gradient.
+* Learning rate: linear warmup, then cosine decay (a function of the step, nothing to save).
+* Evaluation is exact match on the task's held-out set under teacher forcing: a sequence
+  counts as right when every scored position's argmax is right. That is the same as greedy
+  decoding's exact match, because greedy decoding only departs from the teacher-forced
+  prefix at the first wrong argmax (`tests/test_train.py` checks the two agree).
+* On CUDA: bf16 autocast, the SDPA attention path, fused AdamW, optional ``torch.compile``.
+
+Shapes: B batch · S source positions · T target positions · V vocabulary.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from .config import TransformerConfig
+from .tasks import IGNORE_INDEX, TASKS, Batch, Task, make_task
+from .transformer import DecoderOnlyLM, Transformer
+
+__all__ = ["TrainConfig", "train", "build_model", "model_logits", "exact_match", "lr_at", "autocast", "export_model",
+           "TASK_MODELS", "main"]
+
+# Small models that learn each task quickly: Pre-Norm (stable at a high learning rate),
+# no dropout (the data never repeats, so there is nothing to overfit).
+_SMALL = dict(d_model=128, n_heads=4, d_ff=512, dropout=0.0, norm_first=True, max_len=64)
+TASK_MODELS: dict[str, dict] = {
+    "copy": dict(_SMALL, n_encoder_layers=0, n_decoder_layers=2),
+    "reverse": dict(_SMALL, n_encoder_layers=0, n_decoder_layers=2),
+    "sort": dict(_SMALL, n_encoder_layers=0, n_decoder_layers=2),
+    "addition": dict(_SMALL, n_encoder_layers=0, n_decoder_layers=3),
+    "dates": dict(_SMALL, n_encoder_layers=2, n_decoder_layers=2),
+}
+
+
+@dataclass
+class TrainConfig:
+    """Everything a run depends on (saved in its checkpoint).
+
+    model: `TransformerConfig` fields overriding `TASK_MODELS[task]` (vocab_size comes from the task).
+    task_args: keyword arguments of the task's constructor (e.g. ``{"n_digits": 8}``).
+    """
+
+    task: str = "dates"
+    steps: int = 2000
+    batch_size: int = 256  # global batch, split across data-parallel ranks
+    lr: float = 2e-3
+    warmup: int = 100
+    min_lr_ratio: float = 0.02  # the cosine decays to lr · min_lr_ratio
+    weight_decay: float = 0.01
+    label_smoothing: float = 0.0
+    grad_clip: float = 1.0
+    eval_every: int = 200
+    eval_size: int = 2000
+    log_every: int = 10
+    checkpoint_every: int = 0  # 0: at every evaluation
+    stop_after: int = 0  # stop this invocation after this step (with a checkpoint), to resume later; 0: never
+    seed: int = 0
+    device: str = "auto"
+    threads: int = 0  # CPU threads for PyTorch; 0 keeps its default (1 is fastest on an oversubscribed CPU)
+    compile: bool = False
+    out: str | None = None
+    resume: bool = False
+    progress: bool = True
+    model: dict = field(default_factory=dict)
+    task_args: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"unknown task {self.task!r}; choose one of {sorted(TASKS)}")
+        for name in ("steps", "batch_size", "eval_every", "eval_size", "log_every"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if min(self.warmup, self.checkpoint_every, self.stop_after, self.threads) < 0:
+            raise ValueError("warmup, checkpoint_every, stop_after and threads must be non-negative")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        if self.resume and not self.out:
+            raise ValueError("resume needs out, the folder holding the checkpoint")
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup over ``cfg.warmup`` steps, then cosine decay to ``lr · min_lr_ratio``."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def build_model(task: Task, overrides: dict | None = None) -> tuple[nn.Module, TransformerConfig]:
+    """The task's default model (`TASK_MODELS`), with ``overrides`` applied."""
+    options = {**TASK_MODELS[task.name], **(overrides or {})}
+    config = TransformerConfig(vocab_size=len(task.vocab), **options)
+    return (Transformer(config) if task.kind == "seq2seq" else DecoderOnlyLM(config)), config
+
+
+def model_logits(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """Teacher-forced logits (B, T, V) of either model family."""
+    if batch.src is None:
+        return model(batch.inp)
+    return model(batch.src, batch.inp, batch.src_mask)
+
+
+def exact_match(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """(B,) bool: every scored position's argmax equals its target."""
+    right = (logits.argmax(-1) == target) | (target == IGNORE_INDEX)  # (B, T)
+    return right.all(dim=-1)
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA (matrix products in bf16, reductions in fp32); nothing on CPU."""
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+
+
+@torch.no_grad()
+def _evaluate(model: nn.Module, data: Batch, device: torch.device, chunk: int = 1000) -> tuple[float, float]:
+    """Exact-match accuracy and mean token loss on ``data`` (already on ``device``)."""
+    was_training = model.training
+    model.eval()
+    right, loss_sum = 0, 0.0
+    for start in range(0, len(data), chunk):
+        part = data[start:start + chunk]
+        with autocast(device):
+            logits = model_logits(model, part)
+        right += int(exact_match(logits, part.target).sum())
+        loss_sum += float(F.cross_entropy(logits.float().flatten(0, 1), part.target.flatten(),
+                                          ignore_index=IGNORE_INDEX, reduction="sum"))
+    model.train(was_training)
+    return right / len(data), loss_sum / int((data.target != IGNORE_INDEX).sum())
+
+
+def _pick_device(name: str, local_rank: int) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda was asked for but CUDA is not available")
+    if name == "cuda":
+        return torch.device("cuda", local_rank)
+    return torch.device(name)
+
+
+def _optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+    # Weight decay on matrices only: decaying norms' gains and biases only hurts.
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, fused=device.type == "cuda")
+
+
+def _seconds_to(evals: list[dict], threshold: float) -> float | None:
+    """Training seconds at the first evaluation from which accuracy stays ≥ threshold."""
+    reached = None
+    for e in evals:
+        if e["accuracy"] >= threshold:
+            reached = e["time_s"] if reached is None else reached
+        else:
+            reached = None
+    return reached
+
+
+def _save(path: Path, state: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)  # atomic: a crash mid-write never leaves a broken checkpoint
+
+
+def export_model(path: str | Path, model: nn.Module, model_config: TransformerConfig, cfg: TrainConfig,
+                 summary: dict) -> None:
+    """Write a small file with what `tfm_ref.pretrained` needs: the config, the weights (float16,
+    half the size; loading casts them back to float32), the task and the run's summary."""
+    state = {k: v.detach().cpu().half() if v.is_floating_point() else v.detach().cpu()
+             for k, v in model.state_dict().items()}
+    _save(Path(path), {"model_config": asdict(model_config), "state_dict": state, "task": cfg.task,
+                       "task_args": cfg.task_args, "train_config": asdict(cfg), "summary": summary})
+
+
+def train(cfg: TrainConfig | None = None, **overrides) -> dict:
+    """Train, evaluate, checkpoint; return the history.
+
+    Args:
+        cfg: the run's settings; ``overrides`` replace some of its fields (``train(steps=50)``).
+    Returns:
+        dict with ``config`` (the TrainConfig as a dict), ``model_config``, ``evals`` (a list
+        of {step, time_s, accuracy, eval_loss}), ``losses`` (a list of {step, loss, lr}),
+        ``summary`` (task, steps, accuracy, loss, tokens_per_s, …) and, not JSON, ``model``.
+    Raises:
+        ValueError: bad settings, or a checkpoint made with another task or model.
+    """
+    cfg = replace(cfg or TrainConfig(), **overrides)
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed and not dist.is_initialized():
+        backend = "nccl" if cfg.device != "cpu" and torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend)
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    if cfg.batch_size % world:
+        raise ValueError(f"batch_size {cfg.batch_size} is not divisible by the {world} data-parallel ranks")
+    device = _pick_device(cfg.device, int(os.environ.get("LOCAL_RANK", "0")))
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 leftovers (the loss, the optimizer) on tensor cores
+    out = Path(cfg.out) if cfg.out else None
+    if out is not None and rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+
+    task = make_task(cfg.task, **cfg.task_args)
+    torch.manual_seed(cfg.seed)  # same initial weights on every rank
+    model, model_config = build_model(task, cfg.model)
+    model.to(device)
+    optimizer = _optimizer(model, cfg, device)
+    history = {"config": asdict(cfg), "model_config": asdict(model_config), "evals": [], "losses": []}
+    start_step, train_time, tokens_seen = 0, 0.0, 0
+
+    checkpoint = out / "checkpoint.pt" if out is not None else None
+    if cfg.resume and checkpoint.exists():
+        state = torch.load(checkpoint, map_location=device, weights_only=False)
+        if state["model_config"] != history["model_config"] or state["config"]["task"] != cfg.task:
+            raise ValueError(f"{checkpoint} was made with another task or model; use a new --out")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng_cpu"])
+        start_step, train_time, tokens_seen = state["step"], state["train_time"], state["tokens"]
+        history["evals"], history["losses"] = state["evals"], state["losses"]
+
+    trained = model
+    if distributed:
+        trained = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if cfg.compile:
+        trained = torch.compile(trained)
+    eval_data = task.eval_set(cfg.eval_size).to(device)
+    per_rank = cfg.batch_size // world
+
+    def save_checkpoint(step: int) -> None:
+        if checkpoint is not None and rank == 0:
+            _save(checkpoint, {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                               "train_time": train_time, "tokens": tokens_seen, "rng_cpu": torch.get_rng_state(),
+                               "config": asdict(cfg), "model_config": asdict(model_config),
+                               "evals": history["evals"], "losses": history["losses"]})
+
+    bar = tqdm(total=cfg.steps, initial=start_step, desc=f"train {cfg.task}", disable=not cfg.progress or rank > 0,
+               dynamic_ncols=True)
+    running = torch.zeros((), device=device)  # loss summed since the last log, kept on the device: no sync per step
+    since_log = 0
+    checkpoint_every = cfg.checkpoint_every or cfg.eval_every
+    model.train()
+    tick = time.perf_counter()
+    for step in range(start_step, cfg.steps):
+        lr = lr_at(step, cfg)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        batch = task.batch_for_step(step, cfg.batch_size, cfg.seed)  # the same global batch on every rank
+        n_scored = int((batch.target != IGNORE_INDEX).sum())
+        mine = batch[rank * per_rank:(rank + 1) * per_rank].to(device, non_blocking=True)
+        with autocast(device):
+            logits = model_logits(trained, mine)  # (B, T, V)
+        loss_sum = F.cross_entropy(logits.float().flatten(0, 1), mine.target.flatten(), ignore_index=IGNORE_INDEX,
+                                   reduction="sum", label_smoothing=cfg.label_smoothing)
+        # DDP averages gradients over ranks; scaling by world / global count makes that the global mean.
+        (loss_sum * (world / n_scored)).backward()
+        if cfg.grad_clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        running += loss_sum.detach() / n_scored
+        tokens_seen += batch.n_tokens
+        bar.update(1)
+
+        since_log += 1
+        done = step + 1
+        stopping = done == cfg.stop_after
+        evaluate_now = done % cfg.eval_every == 0 or done == cfg.steps
+        if done % cfg.log_every == 0 or evaluate_now or stopping:  # so that a checkpoint leaves nothing unlogged
+            if distributed:
+                dist.all_reduce(running)  # each rank holds its share of the mean
+            logged, since_log = running.item() / since_log, 0
+            running.zero_()
+            history["losses"].append({"step": done, "loss": logged, "lr": lr})
+            bar.set_postfix(loss=f"{logged:.4f}")
+        if evaluate_now:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            train_time += time.perf_counter() - tick
+            accuracy, eval_loss = _evaluate(model, eval_data, device)
+            history["evals"].append({"step": done, "time_s": train_time, "accuracy": accuracy, "eval_loss": eval_loss})
+            bar.set_postfix(loss=f"{history['losses'][-1]['loss']:.4f}", acc=f"{accuracy:.4f}")
+            if done % checkpoint_every == 0 or done == cfg.steps:
+                save_checkpoint(done)
+            tick = time.perf_counter()
+        if stopping and done < cfg.steps:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            train_time += time.perf_counter() - tick
+            save_checkpoint(done)
+            break
+    bar.close()
+
+    last_eval = history["evals"][-1] if history["evals"] else {"accuracy": None}
+    history["summary"] = {
+        "task": cfg.task, "steps": history["losses"][-1]["step"] if history["losses"] else 0, "accuracy": last_eval["accuracy"],
+        "loss": history["losses"][-1]["loss"] if history["losses"] else None,
+        "tokens_per_s": tokens_seen / max(train_time, 1e-9), "train_seconds": train_time,
+        "seconds_to_99": _seconds_to(history["evals"], 0.99), "seconds_to_999": _seconds_to(history["evals"], 0.999),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "world_size": world, "compiled": cfg.compile,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
+    if out is not None and rank == 0:
+        (out / "history.json").write_text(json.dumps({k: v for k, v in history.items() if k != "model"}, indent=1))
+    history["model"] = model
+    return history
+
+
+# TransformerConfig fields the CLI can override (the integers first).
+_MODEL_ARGS = ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_len", "dropout", "attn_impl")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tfm_ref.train", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    defaults = TrainConfig()
+    p.add_argument("--task", choices=sorted(TASKS), default=defaults.task)
+    for name, kind in (("steps", int), ("batch_size", int), ("lr", float), ("warmup", int), ("min_lr_ratio", float),
+                       ("weight_decay", float), ("label_smoothing", float), ("grad_clip", float),
+                       ("eval_every", int), ("eval_size", int), ("log_every", int), ("checkpoint_every", int),
+                       ("stop_after", int), ("seed", int), ("threads", int)):
+        p.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(defaults, name))
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--out", help="folder for checkpoint.pt and history.json")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if it exists")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--export", help="also write a small model file (config + weights) here, e.g. "
+                                    "tfm_ref/checkpoints/date_model.pt")
+    for name in _MODEL_ARGS[:-2]:
+        p.add_argument("--" + name.replace("_", "-"), type=int, help=f"model {name} (default: TASK_MODELS)")
+    p.add_argument("--dropout", type=float, help="model dropout (default: TASK_MODELS)")
+    p.add_argument("--attn-impl", choices=["sdpa", "eager"], help="attention path (default sdpa)")
+    p.add_argument("--n-digits", type=int, help="digits per operand (copy, reverse, sort, addition)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """The CLI: train, then print the summary as the last line of stdout (JSON)."""
+    args = _parser().parse_args(argv)
+    model = {name: getattr(args, name) for name in _MODEL_ARGS if getattr(args, name) is not None}
+    task_args = {} if args.n_digits is None else {"n_digits": args.n_digits}
+    cfg = TrainConfig(
+        task=args.task, steps=args.steps, batch_size=args.batch_size, lr=args.lr, warmup=args.warmup,
+        min_lr_ratio=args.min_lr_ratio, weight_decay=args.weight_decay, label_smoothing=args.label_smoothing,
+        grad_clip=args.grad_clip, eval_every=args.eval_every, eval_size=args.eval_size, log_every=args.log_every,
+        checkpoint_every=args.checkpoint_every, stop_after=args.stop_after, seed=args.seed, threads=args.threads, device=args.device, compile=args.compile,
+        out=args.out, resume=args.resume, progress=not args.no_progress, model=model, task_args=task_args,
+    )
+    history = train(cfg)
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    if args.export and rank == 0:
+        export_model(args.export, history["model"], TransformerConfig(**history["model_config"]), cfg,
+                     history["summary"])
+    if rank == 0:
+        print(json.dumps(history["summary"]), flush=True)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return history
+
+
+if __name__ == "__main__":
+    main()
