@@ -32,3 +32,14 @@ def test_every_chapter_from_1_to_8_has_at_least_three_exercises_and_thirty_in_al
     assert ids[:8] == [f"ch0{n}" for n in range(1, 9)]
     assert all(len(chapter.EXERCISES) >= 3 for chapter in CHAPTERS)
     assert sum(len(chapter.EXERCISES) for chapter in CHAPTERS) >= 30
+
+
+OWN_REFERENCES = [pytest.param(e, id=f"{c.__name__.rsplit('.', 1)[-1][:4]}-{e.key}") for c in CHAPTERS for e in c.EXERCISES
+                  if getattr(e.reference, "__module__", "").startswith("autograde.exercises")]
+
+
+@pytest.mark.parametrize("exercise", OWN_REFERENCES)
+def test_a_reference_written_in_an_exercise_module_is_off_limits_to_students(exercise):
+    report = exercise.run(exercise.reference, hidden=True, seed=0)
+    assert not report.passed
+    assert "ForbiddenCall" in report.message
