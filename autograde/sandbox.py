@@ -28,14 +28,15 @@ def sandbox_available() -> bool:
 def bwrap_command(argv: list[str]) -> list[str]:
     """``argv`` wrapped in bwrap with the read-only binds the worker needs."""
     root = Path(__file__).resolve().parent.parent
-    binds: list[str] = []
+    # The empty /tmp first: binds are stacked in order, and Python or the course may live under /tmp.
+    binds: list[str] = ["--tmpfs", "/tmp"]
     for path in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/etc", "/sbin"):
         binds += ["--ro-bind-try", path, path]
     for path in {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}:
         binds += ["--ro-bind-try", path, path]
     for package in _PACKAGES:
         binds += ["--ro-bind", str(root / package), str(root / package)]
-    return ["bwrap", *binds, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+    return ["bwrap", *binds, "--proc", "/proc", "--dev", "/dev",
             "--unshare-all", "--die-with-parent", "--new-session", "--chdir", "/tmp",
             "--setenv", "HOME", "/tmp", "--setenv", "MPLBACKEND", "Agg", "--setenv", "OMP_NUM_THREADS", "1",
             *argv]
