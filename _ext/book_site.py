@@ -4,8 +4,18 @@
   twice (executed notebooks, bibliography) declares ``const THEBE_JS_URL`` twice, a SyntaxError
   in the browser. Keep the first of identical scripts.
 - pydata-sphinx-theme reports "invalid theme mode" when no default colour mode is set: set "auto".
+- Colab opens only ``.ipynb`` files from GitHub, and the pages are MyST markdown. After the
+  build, each page's executed notebook is written to ``_build/colab/<page>.ipynb``; publishing
+  the site pushes that folder to the branch ``colab_branch``, and the Colab button opens the
+  page's notebook there.
 """
 from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+_COLAB_LINK = re.compile(r"^(?P<head>.*/github/[^/]+/[^/]+/blob/)[^/]+/(?P<page>.+)\.(md|ipynb)$")
 
 
 def _script_key(script) -> tuple:
@@ -28,6 +38,30 @@ def _tidy_page(app, pagename, templatename, context, doctree) -> None:
         context["default_mode"] = "auto"
 
 
+def _colab_links_to_published_notebooks(app, pagename, templatename, context, doctree) -> None:
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if isinstance(group, dict) else []:
+            if button.get("text") == "Colab":
+                match = _COLAB_LINK.match(button["url"])
+                if match:
+                    button["url"] = f"{match['head']}{app.config.colab_branch}/{match['page']}.ipynb"
+
+
+def _export_executed_notebooks(app, exception) -> None:
+    """Copy myst-nb's executed notebooks to ``_build/colab``, laid out as the pages are."""
+    executed = Path(app.outdir).parent / "jupyter_execute"
+    if exception is not None or app.builder.name != "html" or not executed.is_dir():
+        return
+    target = Path(app.outdir).parent / "colab"
+    for notebook in executed.rglob("*.ipynb"):
+        destination = target / notebook.relative_to(executed)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(notebook, destination)
+
+
 def setup(app):
+    app.add_config_value("colab_branch", "notebooks", "html")
     app.connect("html-page-context", _tidy_page, priority=900)
+    app.connect("html-page-context", _colab_links_to_published_notebooks, priority=900)
+    app.connect("build-finished", _export_executed_notebooks)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -142,6 +142,20 @@ def test_page_has_launch_buttons_and_a_download_button(page):
     assert "btn-download-source-button" in source, f"{page}: no download button"
 
 
+@pytest.mark.parametrize("page", PAGES)
+def test_colab_button_opens_the_pages_executed_notebook_published_beside_the_site(page):
+    if not (SITE / page).is_file():
+        pytest.skip(f"{page} was not built")
+    link = re.search(r'href="https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/notebooks/([^"]+)"',
+                     (SITE / page).read_text(encoding="utf-8"))
+    assert link, f"{page}: the Colab button does not open a notebook on the notebooks branch"
+    notebook = SITE.parent / "colab" / link.group(1)
+    assert notebook.suffix == ".ipynb" and notebook.is_file(), f"{page}: Colab would open {link.group(1)}, not exported"
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    assert not code or any(c.get("outputs") for c in code), f"{notebook.name}: the exported notebook was not executed"
+
+
 def test_pages_with_figures_show_them():
     figures = {page: (SITE / page).read_text(encoding="utf-8").count("<img") for page in PAGES if (SITE / page).is_file()}
     for chapter in ("book/intro.html", "book/01_attention.html", "book/02_multihead.html", "book/03_masking.html"):
