@@ -173,3 +173,19 @@ def test_release_is_idempotent_and_finds_assignments_by_folder(tmp_path):
     student = nbformat.reads(first, 4)
     text = "\n".join(c.source for c in student.cells)
     assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text and "raise NotImplementedError()" in text
+
+
+def test_every_chapters_solutions_score_full_marks_and_its_student_version_zero(tmp_path):
+    chapters = assignment_ids()
+    db_url = f"sqlite:///{tmp_path}/gradebook.db"
+    release(chapters, db_url)
+    subs = tmp_path / "submitted"
+    for chapter in chapters:
+        write_submission(subs, "solved", chapter, solved_notebook(chapter))
+        write_submission(subs, "untouched", chapter, untouched_notebook(chapter))
+    rows = grade(subs, tmp_path / "out", jobs=2, db_url=db_url, progress=False)
+    scores = {(r["student_id"], r["assignment"]): (float(r["score"]), float(r["max_score"])) for r in rows}
+    for chapter in chapters:
+        score, maximum = scores[("solved", chapter)]
+        assert maximum > 0 and score == maximum, f"{chapter}: the solutions score {score}/{maximum}"
+        assert scores[("untouched", chapter)] == (0.0, maximum), f"{chapter}: the untouched notebook scores points"

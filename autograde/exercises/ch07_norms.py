@@ -242,7 +242,7 @@ def _module_input(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
 
 
 def _module_mistake(function, name: str) -> type:
-    """A tfm_ref.LayerNorm whose forward calls the broken ``function``."""
+    """A tfm_ref.LayerNorm whose forward calls ``function`` (a broken one, for the mistakes)."""
     def forward(self, x):
         return function(x, self.weight, self.bias, self.eps)
     return type(name, (tfm_ref.LayerNorm,), {"forward": forward})
@@ -253,10 +253,15 @@ class _ModuleEpsIgnored(tfm_ref.LayerNorm):
         return tfm_ref.layer_norm(x, self.weight, self.bias)
 
 
+# tfm_ref.LayerNorm calls PyTorch's fused kernel, whose float32 rounding differs from the two-pass
+# definition by more than the check's tolerance when the mean is large; the student's module is
+# built on their `layer_norm`, so it is compared with the module built on the readable one.
+_ReadableLayerNorm = _module_mistake(tfm_ref.layer_norm, "LayerNorm")
+
 LAYER_NORM_MODULE = Exercise(
     name="LayerNorm",
     key="layer_norm_module",
-    reference=tfm_ref.LayerNorm,
+    reference=_ReadableLayerNorm,
     adapter=PerturbedModuleAdapter(lambda dims: dict(d=dims["D"], eps=1e-2 if dims.get("eps2") else 1e-5,
                                                      bias=not dims.get("nobias"))),
     inputs=_module_input,
