@@ -45,3 +45,28 @@ def test_live_widget_shows_a_value_error_instead_of_raising():
 def test_live_widget_snapshot_raises_for_a_broken_initial_state():
     with pytest.raises(ValueError):
         live_widget([[widgets.IntSlider()]], lambda: (_ for _ in ()).throw(ValueError("bad")), "t").snapshot_html()
+
+
+def test_the_static_snapshot_reuses_the_first_figure_instead_of_drawing_again():
+    drawn = []
+
+    def draw():
+        drawn.append(1)
+        return _figure("initial")
+
+    widget = live_widget([[widgets.IntSlider(value=1)]], draw, "title")
+    assert "data:image/png;base64," in widget.snapshot_html()
+    assert len(drawn) == 1
+
+
+def test_a_draw_that_sets_a_control_starts_no_second_draw():
+    options = widgets.Dropdown(options=["a"], value="a")
+    drawn = []
+
+    def draw():
+        drawn.append(options.value)
+        options.options, options.value = ["a", "b"], "b"  # e.g. refilled from what was computed
+        return _figure(options.value)
+
+    live_widget([[options]], draw, "title")
+    assert drawn == ["a"]

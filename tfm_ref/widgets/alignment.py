@@ -23,7 +23,8 @@ from .. import attention
 from ..decoding import greedy_decode
 from ..multihead import MultiHeadAttention, record_attention
 from ..tasks import BOS_ID, EOS_ID
-from .display import LiveWidget, redraw
+from .controls import live_widget
+from .display import LiveWidget
 
 __all__ = ["use_attention", "cross_attention_maps", "alignment_figure", "alignment_view"]
 
@@ -102,9 +103,6 @@ def alignment_view(fn: Callable | None = None, dates=None) -> LiveWidget:
     text = widgets.Text(value="Nov 22, 2026", description="date")
     layer = widgets.Dropdown(description="layer")
     head = widgets.Dropdown(description="head")
-    message = widgets.HTML()
-    output = widgets.Output()
-
     def draw() -> Figure:
         source, answer, cross = cross_attention_maps(model, task, text.value, fn)
         names = sorted(cross)
@@ -119,19 +117,5 @@ def alignment_view(fn: Callable | None = None, dates=None) -> LiveWidget:
         title = f"{text.value!r} → {''.join(c for c in answer if len(c) == 1)!r}  ({layer.value}, head {head.value})"
         return alignment_figure(source, answer, weights, title)
 
-    drawing = [False]  # draw() refills the dropdowns, which must not start another draw
-
-    def update(_change=None) -> None:
-        if drawing[0]:
-            return
-        drawing[0] = True
-        try:
-            redraw(output, message, draw)
-        finally:
-            drawing[0] = False
-
-    for control in (text, layer, head):
-        control.observe(update, names="value")
-    update()
-    return LiveWidget(widgets.VBox([text, widgets.HBox([layer, head]), message, output]), draw,
-                      "Alignment view — cross-attention of the trained date model")
+    # draw() refills the dropdowns; live_widget keeps that from starting another draw
+    return live_widget([[text], [layer, head]], draw, "Alignment view — cross-attention of the trained date model")

@@ -3,7 +3,8 @@
 `figure_image` shows a figure on a page as a PNG, whatever matplotlib backend the kernel has.
 `live_widget` observes every control, redraws the figure into an output area when one
 changes, shows a ValueError (a bad width, a function returning the wrong shape) as a red line
-instead of a traceback, and wraps everything in a `display.LiveWidget` for the static pages.
+instead of a traceback, and wraps everything in a `display.LiveWidget` for the static pages,
+whose snapshot is the first figure drawn (not drawn a second time).
 """
 from __future__ import annotations
 
@@ -28,18 +29,27 @@ def live_widget(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], Fig
 
     Args:
         rows: controls, one list per horizontal row.
-        draw: builds the figure from the controls' current values; may raise ValueError.
+        draw: builds the figure from the controls' current values; may raise ValueError. It may
+            also set controls (e.g. refill a dropdown's options): that starts no second draw.
         title: the line above the static snapshot.
     """
     message = widgets.HTML()
     output = widgets.Output()
+    drawing = False
 
-    def update(_change=None) -> None:
-        redraw(output, message, draw)
+    def update(_change=None) -> Figure | None:
+        nonlocal drawing
+        if drawing:
+            return None
+        drawing = True
+        try:
+            return redraw(output, message, draw)
+        finally:
+            drawing = False
 
     for row in rows:
         for control in row:
             control.observe(update, names="value")
     container = widgets.VBox([*(widgets.HBox(list(row)) for row in rows), message, output])
-    update()
-    return LiveWidget(container, draw, title)
+    initial = update()
+    return LiveWidget(container, draw if initial is None else (lambda: initial), title)

@@ -20,7 +20,7 @@ __all__ = ["LiveWidget", "figure_png", "show_figure", "redraw", "LIVE_HINT"]
 
 LIVE_HINT = (
     "Static snapshot of the widget's initial state. To use the controls, open this page live "
-    "with the rocket (launch) button at the top (Binder or JupyterHub), or download it as a "
+    "with the rocket (launch) button at the top (Binder, JupyterHub or Colab), or download it as a "
     "notebook, and run the cells."
 )
 
@@ -39,15 +39,17 @@ def show_figure(output: widgets.Output, fig: Figure) -> None:
         display(Image(data=figure_png(fig)))
 
 
-def redraw(output: widgets.Output, message: widgets.HTML, draw: Callable[[], Figure]) -> None:
-    """Show ``draw()``'s figure in ``output``; a ValueError (bad input) goes to ``message`` instead."""
+def redraw(output: widgets.Output, message: widgets.HTML, draw: Callable[[], Figure]) -> Figure | None:
+    """Show ``draw()``'s figure in ``output`` and return it; a ValueError (bad input) goes to
+    ``message`` instead, and nothing is returned."""
     try:
         fig = draw()
     except ValueError as error:
         message.value = f"<span style='color:#b00'>{html.escape(str(error))}</span>"
-        return
+        return None
     message.value = ""
     show_figure(output, fig)
+    return fig
 
 
 def _controls(widget: widgets.Widget) -> list[tuple[str, str]]:

@@ -236,13 +236,8 @@ def depth_explorer(fn: BlockFn | None = None) -> LiveWidget:
     depth = widgets.IntSlider(value=24, min=2, max=48, description="layers")
     width = widgets.Dropdown(options=[32, 64, 128], value=64, description="d_model")
 
-    computed: dict[tuple[int, int], dict[str, np.ndarray]] = {}  # the snapshot redraws the initial state
-
     def draw() -> Figure:
-        key = (depth.value, width.value)
-        if key not in computed:
-            computed[key] = {label: gradient_norms_by_depth(*key, norm_first, block_fn=fn)
-                             for label, norm_first in (("Post-Norm", False), ("Pre-Norm", True))}
-        return depth_figure(computed[key])
+        return depth_figure({label: gradient_norms_by_depth(depth.value, width.value, norm_first, block_fn=fn)
+                             for label, norm_first in (("Post-Norm", False), ("Pre-Norm", True))})
 
     return live_widget([[depth, width]], draw, "Gradient norm by depth — Post-Norm vs Pre-Norm at initialisation")
