@@ -10,15 +10,15 @@ from pathlib import Path
 
 import nbformat
 
-from .course import ROOT
+from .course import ROOT, released_notebook
+from .release import source_notebook
 
 __all__ = ["solved_notebook", "untouched_notebook", "write_submission", "make_class"]
 
 
 def _notebooks(assignment: str, root: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
-    source = nbformat.read(root / "solutions" / assignment / f"{assignment}.ipynb", 4)
-    release = nbformat.read(root / "release" / assignment / f"{assignment}.ipynb", 4)
-    return source, release
+    source = nbformat.read(source_notebook(assignment, root / "solutions"), 4)
+    return source, nbformat.read(released_notebook(assignment, root), 4)
 
 
 def untouched_notebook(assignment: str, root: Path = ROOT) -> nbformat.NotebookNode:

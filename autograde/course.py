@@ -12,7 +12,8 @@ from pathlib import Path
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-__all__ = ["ROOT", "SOLUTIONS", "CONFIG_FILE", "assignment_ids", "source_markdown", "nbgrader_config", "tools_on_path"]
+__all__ = ["ROOT", "SOLUTIONS", "CONFIG_FILE", "assignment_ids", "source_markdown", "released_notebook", "nbgrader_config",
+           "tools_on_path"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
@@ -29,6 +30,11 @@ def source_markdown(assignment: str, solutions: Path = SOLUTIONS) -> Path:
     if not path.is_file():
         raise ValueError(f"no assignment {assignment!r}: {path} does not exist (have {assignment_ids(solutions)})")
     return path
+
+
+def released_notebook(assignment: str, root: Path = ROOT) -> Path:
+    """Where nbgrader writes the student version: ``release/<id>/<id>.ipynb``."""
+    return root / "release" / assignment / f"{assignment}.ipynb"
 
 
 def nbgrader_config(db_url: str | None = None, root: Path = ROOT) -> Config:

@@ -28,7 +28,7 @@ import nbformat
 from tqdm import tqdm
 
 from .audit import audit
-from .course import ROOT, assignment_ids, nbgrader_config
+from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
 from .feedback import write_feedback
 from .notebook import GradedCell, load_notebook, max_score, merge
 from .release import release, source_notebook
@@ -46,7 +46,7 @@ class Submission:
     path: Path | None  # None: the notebook is missing
 
 
-def _extract(archive: Path, into: Path) -> Path:
+def _extract(archive: Path, into: Path, assignments: list[str]) -> Path:
     """Unzip safely (no absolute paths, no ``..``); the folder holding the student folders."""
     with zipfile.ZipFile(archive) as zf:
         for member in zf.infolist():
@@ -55,8 +55,8 @@ def _extract(archive: Path, into: Path) -> Path:
                 raise ValueError(f"{archive}: unsafe path in archive: {member.filename!r}")
         zf.extractall(into)
     entries = [p for p in into.iterdir() if not p.name.startswith((".", "__MACOSX"))]
-    known = set(assignment_ids())
-    looks_like_students = any(d.is_dir() and any(a.name in known for a in d.iterdir() if a.is_dir()) for d in entries)
+    looks_like_students = any(d.is_dir() and any(a.name in assignments for a in d.iterdir() if a.is_dir())
+                              for d in entries)
     return entries[0] if len(entries) == 1 and entries[0].is_dir() and not looks_like_students else into
 
 
@@ -83,20 +83,23 @@ def _assets(assignments: list[str], db_url: str, root: Path) -> dict[str, _Assig
     """Source and released notebooks; (re)released when stale or unknown to the gradebook."""
     from .gradebook import has_assignment
 
+    sources = {a: source_notebook(a, root / "solutions") for a in assignments}
     stale = []
-    for assignment in assignments:
-        source = source_notebook(assignment, root / "solutions")
-        released = root / "release" / assignment / f"{assignment}.ipynb"
+    for assignment, source in sources.items():
+        released = released_notebook(assignment, root)
         if not released.exists() or released.stat().st_mtime < source.stat().st_mtime or not has_assignment(db_url, assignment):
             stale.append(assignment)
     if stale:
         release(stale, db_url, root)
-    return {a: _Assignment(nbformat.read(root / "solutions" / a / f"{a}.ipynb", 4),
-                           nbformat.read(root / "release" / a / f"{a}.ipynb", 4)) for a in assignments}
+    return {a: _Assignment(nbformat.read(source, 4), nbformat.read(released_notebook(a, root), 4))
+            for a, source in sources.items()}
+
+
+RUNNABLE = ("student", "test", "locked")  # markdown and widget cells are not executed
 
 
 def _job(cells: list[GradedCell], cell_timeout: float, memory_mb: int) -> dict:
-    runnable = [c for c in cells if c.kind in ("student", "test", "locked")]
+    runnable = [c for c in cells if c.kind in RUNNABLE]
     return {"cells": [{"source": c.source, "kind": c.kind} for c in runnable], "cell_timeout": cell_timeout,
             "total_timeout": cell_timeout * 6, "memory_mb": memory_mb}
 
@@ -111,7 +114,7 @@ def _grade_one(sub: Submission, assets: _Assignment, worker: Worker, out: Path, 
     flags += audit([c.source for c in cells if c.kind == "student"])
     try:
         executed = iter(worker.run(_job(cells, cell_timeout, memory_mb)))
-        results = [next(executed) if c.kind in ("student", "test", "locked") else {"status": "skipped"} for c in cells]
+        results = [next(executed) if c.kind in RUNNABLE else {"status": "skipped"} for c in cells]
     except RuntimeError as error:
         flags.append("worker-failed")
         results = [{"status": "error", "stdout": "", "error": str(error)} for _ in cells]
@@ -144,10 +147,11 @@ def grade(submissions: Path, out: Path, jobs: int = 1, db_url: str | None = None
     db_url = db_url or nbgrader_config(root=root).CourseDirectory.db_url
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = _extract(submissions, Path(tmp)) if submissions.suffix == ".zip" else submissions
+        known = assignment_ids(root / "solutions")
+        folder = _extract(submissions, Path(tmp), known) if submissions.suffix == ".zip" else submissions
         if not folder.is_dir():
             raise ValueError(f"{submissions} is neither a folder nor a .zip of one")
-        subs = find_submissions(folder, assignment_ids(root / "solutions"))
+        subs = find_submissions(folder, known)
         assets = _assets(sorted({s.assignment for s in subs}), db_url, root)
         workers: queue.Queue[Worker] = queue.Queue()
         for _ in range(max(1, jobs)):

@@ -16,7 +16,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 
-from .course import ROOT, SOLUTIONS, assignment_ids, nbgrader_config, source_markdown, tools_on_path
+from .course import ROOT, SOLUTIONS, assignment_ids, nbgrader_config, released_notebook, source_markdown, tools_on_path
 
 __all__ = ["source_notebook", "release"]
 
@@ -54,5 +54,5 @@ def release(assignments: list[str] | None = None, db_url: str | None = None, roo
         result = api.generate_assignment(assignment, force=True, create=True)
         if not result["success"]:
             raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result['error']}\n{result['log']}")
-        released.append(root / "release" / assignment / f"{assignment}.ipynb")
+        released.append(released_notebook(assignment, root))
     return released
