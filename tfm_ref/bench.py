@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from .attention import scaled_dot_product_attention, sdpa_attention
 from .config import TransformerConfig
 from .positional import sinusoidal_positional_encoding
-from .train import autocast
+from .train import autocast, pick_device, synchronize
 from .transformer import Transformer
 
 __all__ = ["BenchConfig", "TorchTransformerLM", "training_flops", "bench_training", "bench_attention", "run", "main"]
@@ -103,11 +103,6 @@ def training_flops(cfg: BenchConfig) -> float:
     return 3.0 * (encoder + decoder + head)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.device, *, compile: bool,
                    desc: str) -> dict:
     """Time ``cfg.steps`` training steps of ``model`` after ``cfg.warmup`` untimed ones."""
@@ -129,14 +124,14 @@ def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.de
 
     for _ in tqdm(range(cfg.warmup), desc=f"{desc} warmup", leave=False):
         step()
-    _sync(device)
+    synchronize(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
     for _ in tqdm(range(cfg.steps), desc=desc, leave=False):
         loss = step()
     loss.item()
-    _sync(device)
+    synchronize(device)
     seconds = (time.perf_counter() - start) / cfg.steps
     result = {"step_ms": seconds * 1e3, "tokens_per_s": 2 * cfg.batch_size * cfg.seq_len / seconds,
               "tflops": training_flops(cfg) / seconds / 1e12}
@@ -164,14 +159,14 @@ def bench_attention(cfg: BenchConfig, device: torch.device, repeats: int = 5) ->
             q, k, v = (torch.randn(shape, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
             try:
                 attend(q, k, v).sum().backward()  # warm-up (kernel selection, allocator)
-                _sync(device)
+                synchronize(device)
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(device)
                     base = torch.cuda.memory_allocated(device)
                 start = time.perf_counter()
                 for _ in range(repeats):
                     attend(q, k, v).sum().backward()
-                _sync(device)
+                synchronize(device)
                 row[f"{name}_ms"] = (time.perf_counter() - start) / repeats * 1e3
                 if device.type == "cuda":
                     row[f"{name}_memory_mib"] = (torch.cuda.max_memory_allocated(device) - base) / 2**20
@@ -237,10 +232,11 @@ def main(argv: list[str] | None = None) -> dict:
     if args.no_compile:
         options["compile"] = False
     cfg = BenchConfig(**options)
-    name = "cuda" if args.device == "auto" and torch.cuda.is_available() else ("cpu" if args.device == "auto" else args.device)
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit("error: --device cuda but CUDA is not available")
-    results = run(cfg, torch.device(name))
+    try:
+        device = pick_device(args.device)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    results = run(cfg, device)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

@@ -43,8 +43,8 @@ from .config import TransformerConfig
 from .tasks import IGNORE_INDEX, TASKS, Batch, Task, make_task
 from .transformer import DecoderOnlyLM, Transformer
 
-__all__ = ["TrainConfig", "train", "build_model", "model_logits", "exact_match", "lr_at", "autocast", "export_model",
-           "TASK_MODELS", "main"]
+__all__ = ["TrainConfig", "train", "build_model", "model_logits", "exact_match", "lr_at", "autocast", "pick_device",
+           "synchronize", "export_model", "TASK_MODELS", "main"]
 
 # Small models that learn each task quickly: Pre-Norm (stable at a high learning rate),
 # no dropout (the data never repeats, so there is nothing to overfit).
@@ -156,14 +156,21 @@ def _evaluate(model: nn.Module, data: Batch, device: torch.device, chunk: int = 
     return right / len(data), loss_sum / int((data.target != IGNORE_INDEX).sum())
 
 
-def _pick_device(name: str, local_rank: int) -> torch.device:
+def pick_device(name: str, local_rank: int = 0) -> torch.device:
+    """"auto" (CUDA when there is one), "cpu", "cuda" (this rank's GPU) or "cuda:N"."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device cuda was asked for but CUDA is not available")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {name} was asked for but CUDA is not available")
     if name == "cuda":
         return torch.device("cuda", local_rank)
     return torch.device(name)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the GPU's queued work, so that a clock read after it measures that work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
@@ -223,7 +230,7 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     if cfg.batch_size % world:
         raise ValueError(f"batch_size {cfg.batch_size} is not divisible by the {world} data-parallel ranks")
-    device = _pick_device(cfg.device, int(os.environ.get("LOCAL_RANK", "0")))
+    device = pick_device(cfg.device, int(os.environ.get("LOCAL_RANK", "0")))
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if device.type == "cuda":
@@ -306,10 +313,10 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
             running.zero_()
             history["losses"].append({"step": done, "loss": logged, "lr": lr})
             bar.set_postfix(loss=f"{logged:.4f}")
-        if evaluate_now:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+        if evaluate_now or stopping:
+            synchronize(device)
             train_time += time.perf_counter() - tick
+        if evaluate_now:
             accuracy, eval_loss = _evaluate(model, eval_data, device)
             history["evals"].append({"step": done, "time_s": train_time, "accuracy": accuracy, "eval_loss": eval_loss})
             bar.set_postfix(loss=f"{history['losses'][-1]['loss']:.4f}", acc=f"{accuracy:.4f}")
@@ -317,9 +324,6 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
                 save_checkpoint(done)
             tick = time.perf_counter()
         if stopping and done < cfg.steps:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            train_time += time.perf_counter() - tick
             save_checkpoint(done)
             break
     bar.close()
@@ -340,6 +344,11 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
     return history
 
 
+# TrainConfig fields the CLI sets one to one, with their types.
+_TRAIN_ARGS = (("steps", int), ("batch_size", int), ("lr", float), ("warmup", int), ("min_lr_ratio", float),
+               ("weight_decay", float), ("label_smoothing", float), ("grad_clip", float), ("eval_every", int),
+               ("eval_size", int), ("log_every", int), ("checkpoint_every", int), ("stop_after", int), ("seed", int),
+               ("threads", int))
 # TransformerConfig fields the CLI can override (the integers first).
 _MODEL_ARGS = ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_len", "dropout", "attn_impl")
 
@@ -349,10 +358,7 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     defaults = TrainConfig()
     p.add_argument("--task", choices=sorted(TASKS), default=defaults.task)
-    for name, kind in (("steps", int), ("batch_size", int), ("lr", float), ("warmup", int), ("min_lr_ratio", float),
-                       ("weight_decay", float), ("label_smoothing", float), ("grad_clip", float),
-                       ("eval_every", int), ("eval_size", int), ("log_every", int), ("checkpoint_every", int),
-                       ("stop_after", int), ("seed", int), ("threads", int)):
+    for name, kind in _TRAIN_ARGS:
         p.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(defaults, name))
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--out", help="folder for checkpoint.pt and history.json")
@@ -375,11 +381,9 @@ def main(argv: list[str] | None = None) -> dict:
     model = {name: getattr(args, name) for name in _MODEL_ARGS if getattr(args, name) is not None}
     task_args = {} if args.n_digits is None else {"n_digits": args.n_digits}
     cfg = TrainConfig(
-        task=args.task, steps=args.steps, batch_size=args.batch_size, lr=args.lr, warmup=args.warmup,
-        min_lr_ratio=args.min_lr_ratio, weight_decay=args.weight_decay, label_smoothing=args.label_smoothing,
-        grad_clip=args.grad_clip, eval_every=args.eval_every, eval_size=args.eval_size, log_every=args.log_every,
-        checkpoint_every=args.checkpoint_every, stop_after=args.stop_after, seed=args.seed, threads=args.threads, device=args.device, compile=args.compile,
-        out=args.out, resume=args.resume, progress=not args.no_progress, model=model, task_args=task_args,
+        task=args.task, **{name: getattr(args, name) for name, _ in _TRAIN_ARGS}, device=args.device,
+        compile=args.compile, out=args.out, resume=args.resume, progress=not args.no_progress, model=model,
+        task_args=task_args,
     )
     history = train(cfg)
     rank = dist.get_rank() if dist.is_initialized() else 0
