@@ -8,12 +8,18 @@
   build, each page's executed notebook is written to ``_build/colab/<page>.ipynb``; publishing
   the site pushes that folder to the branch ``colab_branch``, and the Colab button opens the
   page's notebook there.
+- myst-nb (1.4) writes a page's ``.ipynb`` without outputs when its execution came from the
+  jupyter-cache (it merges the cached outputs into a copy, then writes the original). The
+  export fills them in from the cache, in the Colab copy and in the download button's copy.
 """
 from __future__ import annotations
 
 import re
-import shutil
+from contextlib import suppress
 from pathlib import Path
+
+import nbformat
+from jupyter_cache import get_cache
 
 _COLAB_LINK = re.compile(r"^(?P<head>.*/github/[^/]+/[^/]+/blob/)[^/]+/(?P<page>.+)\.(md|ipynb)$")
 
@@ -47,16 +53,29 @@ def _colab_links_to_published_notebooks(app, pagename, templatename, context, do
                     button["url"] = f"{match['head']}{app.config.colab_branch}/{match['page']}.ipynb"
 
 
+def _with_outputs(path: Path, cache) -> nbformat.NotebookNode:
+    """The notebook at ``path``, its outputs taken from the execution cache if it has none."""
+    notebook = nbformat.read(path, as_version=4)
+    if not any(cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"):
+        with suppress(KeyError):  # not in the cache: a page with nothing executed
+            _, notebook = cache.merge_match_into_notebook(notebook)
+    return notebook
+
+
 def _export_executed_notebooks(app, exception) -> None:
-    """Copy myst-nb's executed notebooks to ``_build/colab``, laid out as the pages are."""
-    executed = Path(app.outdir).parent / "jupyter_execute"
+    """Write every page's executed notebook to ``_build/colab`` (laid out as the pages are) and
+    to the download button's copy in ``_sources``."""
+    build = Path(app.outdir).parent
+    executed = build / "jupyter_execute"
     if exception is not None or app.builder.name != "html" or not executed.is_dir():
         return
-    target = Path(app.outdir).parent / "colab"
-    for notebook in executed.rglob("*.ipynb"):
-        destination = target / notebook.relative_to(executed)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(notebook, destination)
+    cache = get_cache(app.env.mystnb_config.execution_cache_path)  # as myst-nb resolved it
+    for path in executed.rglob("*.ipynb"):
+        page = path.relative_to(executed)
+        notebook = _with_outputs(path, cache)
+        for destination in (build / "colab" / page, Path(app.outdir) / "_sources" / page):
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(notebook, destination)
 
 
 def setup(app):

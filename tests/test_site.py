@@ -151,9 +151,20 @@ def test_colab_button_opens_the_pages_executed_notebook_published_beside_the_sit
     assert link, f"{page}: the Colab button does not open a notebook on the notebooks branch"
     notebook = SITE.parent / "colab" / link.group(1)
     assert notebook.suffix == ".ipynb" and notebook.is_file(), f"{page}: Colab would open {link.group(1)}, not exported"
+    assert_executed(notebook)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_download_button_offers_the_executed_notebook(page):
+    if not (SITE / page).is_file():
+        pytest.skip(f"{page} was not built")
+    assert_executed(SITE / "_sources" / Path(page).with_suffix(".ipynb"))
+
+
+def assert_executed(notebook: Path) -> None:
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     code = [c for c in cells if c["cell_type"] == "code"]
-    assert not code or any(c.get("outputs") for c in code), f"{notebook.name}: the exported notebook was not executed"
+    assert not code or any(c.get("outputs") for c in code), f"{notebook}: the notebook was not executed"
 
 
 def test_pages_with_figures_show_them():
