@@ -5,13 +5,15 @@
 * ``python -m autograde release | grade | bench | audit``: the instructor's pipeline
   (see ``autograde/README.md``).
 
-Importing the package loads every chapter's specs and then records the protected namespaces
-(`autograde.checking.SNAPSHOT`), before any student code can run in the process.
+``from autograde import check`` loads the checks on first use; importing the package itself
+loads nothing heavy (``autograde.audit`` and the grading CLI's collection step need no torch).
 """
-from . import exercises
-from .checking import SNAPSHOT, CheckFailed, check
-
 __all__ = ["check", "CheckFailed"]
 
-exercises.load_all()
-SNAPSHOT.take()
+
+def __getattr__(name: str):
+    if name in __all__:
+        from . import checking
+
+        return getattr(checking, name)
+    raise AttributeError(f"module 'autograde' has no attribute {name!r}")

@@ -6,6 +6,18 @@ import sys
 from pathlib import Path
 
 
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograde", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -17,41 +29,52 @@ def main(argv: list[str] | None = None) -> int:
     grd = commands.add_parser("grade", help="grade SUBMISSIONS/<student>/<assignment>/<assignment>.ipynb (folder or .zip)")
     grd.add_argument("submissions", type=Path)
     grd.add_argument("--out", type=Path, required=True, help="writes OUT/grades.csv and OUT/feedback/")
-    grd.add_argument("--jobs", type=int, default=1, help="notebooks graded in parallel (one core each)")
+    grd.add_argument("--jobs", type=_positive(int), default=1, help="notebooks graded in parallel (one core each)")
     grd.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite gradebook.db at the course root)")
-    grd.add_argument("--cell-timeout", type=float, default=30.0, help="seconds a cell may run")
-    grd.add_argument("--memory-mb", type=int, default=2048, help="memory a notebook may allocate")
+    grd.add_argument("--cell-timeout", type=_positive(float), default=30.0, help="seconds a cell may run")
+    grd.add_argument("--memory-mb", type=_positive(int), default=2048, help="memory a notebook may allocate")
+    grd.add_argument("--processes", type=_positive(int), default=64, help="processes a notebook may run at once")
+    grd.add_argument("--tmp-mb", type=_positive(int), default=64, help="size of a notebook's /tmp")
+    grd.add_argument("--max-notebook-mb", type=_positive(float), default=20.0,
+                     help="larger submitted notebooks are not read (flag notebook-too-large)")
 
     bch = commands.add_parser("bench", help="grading throughput on a generated class")
-    bch.add_argument("--students", type=int, default=8)
+    bch.add_argument("--students", type=_positive(int), default=8)
 
     aud = commands.add_parser("audit", help="static audit flags of notebooks' code cells")
     aud.add_argument("notebooks", nargs="+", type=Path)
 
     args = parser.parse_args(argv)
-    if args.command == "release":
-        from .release import release
+    try:
+        if args.command == "release":
+            from .release import release
 
-        for path in release(args.assignments or None, args.db):
-            print(path)
-    elif args.command == "grade":
-        from .grade import grade
+            for path in release(args.assignments or None, args.db):
+                print(path)
+        elif args.command == "grade":
+            from .grade import grade
+            from .sandbox import Limits
 
-        rows = grade(args.submissions, args.out, jobs=args.jobs, db_url=args.db, cell_timeout=args.cell_timeout,
-                     memory_mb=args.memory_mb)
-        print(f"graded {len(rows)} notebooks → {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
-    elif args.command == "bench":
-        from .bench import bench
+            limits = Limits(cell_timeout=args.cell_timeout, memory_mb=args.memory_mb, processes=args.processes,
+                            tmp_mb=args.tmp_mb, notebook_mb=args.max_notebook_mb)
+            rows = grade(args.submissions, args.out, jobs=args.jobs, db_url=args.db, limits=limits)
+            flagged = sum(1 for r in rows if r["flags"])
+            print(f"graded {len(rows)} notebooks ({flagged} flagged: look at them) → {args.out / 'grades.csv'}, "
+                  f"feedback in {args.out / 'feedback'}")
+        elif args.command == "bench":
+            from .bench import bench
 
-        bench(args.students)
-    else:
-        from .audit import audit
-        from .notebook import load_notebook
+            bench(args.students)
+        else:
+            from .audit import audit
+            from .notebook import load_notebook
 
-        for path in args.notebooks:
-            nb, problem = load_notebook(path)
-            sources = [c.source for c in nb.cells if c.cell_type == "code"] if nb else []
-            print(f"{path}: {', '.join(audit(sources)) or problem or 'clean'}")
+            for path in args.notebooks:
+                nb, problem = load_notebook(path)
+                sources = [c.source for c in nb.cells if c.cell_type == "code"] if nb else []
+                print(f"{path}: {', '.join(audit(sources)) or problem or 'clean'}")
+    except (ValueError, RuntimeError) as error:  # GradingError, unknown assignments: one line, not a traceback
+        parser.exit(2, f"{parser.prog} {args.command}: error: {error}\n")
     return 0
 
 

@@ -1,14 +1,18 @@
 """Static audit of a submission's code: what a student's cells should not do, as flags.
 
 The flags go to the ``flags`` column of grades.csv for an instructor to look at; they change
-no score (the runtime guards do that). Only the student's own cells are audited.
+no score. They are best effort: code can hide what it does from a static reading, which is why
+the grader's guarantees never rest on them (see autograde/README.md). Only the student's own
+cells are audited.
 
 Flags: ``imports-reference`` (tfm_ref, except tfm_ref.widgets), ``imports-grader`` (autograde),
 ``patches-modules`` (assigning attributes of imported modules, ``setattr``, ``__code__``,
 ``sys.modules``, ``builtins``), ``reads-files`` (``open``, ``Path.read_*``, ``os``/``shutil``
-file functions, ``torch.load``…), ``runs-commands`` (``subprocess``, ``os.system``, ``socket``),
-``dynamic-code`` (``exec``, ``eval``, ``compile``, ``__import__``, ``importlib``),
-``syntax-error``.
+file functions, ``torch.load``…), ``runs-commands`` (``subprocess``, ``os.system``, ``socket``,
+``os.fork``, ``os.kill``), ``dynamic-code`` (``exec``, ``eval``, ``compile``, ``__import__``,
+``importlib``), ``introspection`` (the tools that reach into the running interpreter: ``gc``,
+``inspect``, ``ctypes``, threads, signals, frames, ``sys.settrace``, an object's ``__globals__``,
+``__closure__``, ``__subclasses__`` …), ``syntax-error``.
 """
 from __future__ import annotations
 
@@ -22,6 +26,16 @@ _FILE_MODULES = {"os", "shutil", "pathlib", "io", "glob", "pickle", "torch", "nu
 _COMMAND_MODULES = {"subprocess", "socket", "urllib", "requests", "http", "multiprocessing", "ctypes"}
 _DYNAMIC = {"exec", "eval", "compile", "__import__", "globals", "vars", "getattr", "setattr", "delattr"}
 _PATCH_CALLS = {"setattr", "delattr"}
+_INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "threading", "_thread", "signal", "faulthandler", "tracemalloc",
+                          "atexit", "concurrent", "multiprocessing", "dis", "types", "weakref", "sys._getframe"}
+_INTROSPECTION_ATTRIBUTES = {
+    "_getframe", "_current_frames", "settrace", "setprofile", "addaudithook", "meta_path", "path_hooks",
+    "f_back", "f_locals", "f_globals", "f_builtins", "gi_frame", "cr_frame", "tb_frame", "tb_next",
+    "__globals__", "__closure__", "__code__", "__subclasses__", "__bases__", "__mro__", "__class__", "__dict__",
+    "__builtins__", "__self__", "__func__", "__wrapped__", "__getattribute__", "__reduce__", "__reduce_ex__",
+}
+_PROCESS_CALLS = {"fork", "forkpty", "kill", "killpg", "setsid", "execv", "execve", "execvp", "spawnv", "posix_spawn",
+                  "system", "popen"}
 
 
 def _root_name(node: ast.AST) -> str | None:
@@ -54,6 +68,9 @@ def _module_flags(module: str) -> set[str]:
         flags.add("runs-commands")
     if top in ("importlib", "builtins") or module == "sys.modules":
         flags.add("dynamic-code")
+    if top in _INTROSPECTION_MODULES or module in _INTROSPECTION_MODULES or \
+            module.rpartition(".")[2] in _INTROSPECTION_ATTRIBUTES:
+        flags.add("introspection")
     return flags
 
 
@@ -89,8 +106,10 @@ def audit(sources: list[str]) -> list[str]:
                 if name == "open" or (name in _FILE_CALLS and (root is None or imported.get(root, root).split(".")[0] in _FILE_MODULES)):
                     if name not in ("load", "copy") or root is not None:
                         flags.add("reads-files")
-                if name in ("system", "popen") and root == "os":
+                if name in _PROCESS_CALLS and imported.get(root, root) == "os":
                     flags.add("runs-commands")
             elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__"):
                 flags.add("dynamic-code")
+            if isinstance(node, ast.Attribute) and node.attr in _INTROSPECTION_ATTRIBUTES:
+                flags.add("introspection")
     return sorted(flags)

@@ -14,23 +14,20 @@ import mistune
 
 from .notebook import GradedCell
 
-__all__ = ["feedback_html", "write_feedback"]
+__all__ = ["feedback_html", "feedback_path", "write_feedback"]
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222}
 pre{background:#f6f8fa;padding:.6em;overflow-x:auto;border-radius:4px}
 .cell{margin:1em 0}.out{background:#fff;border-left:3px solid #ccc}.err{border-left:3px solid #c33;background:#fff5f5}
-.score{font-weight:bold;float:right}.ok{color:#070}.bad{color:#b00}.flags{color:#a60}
+.score{font-weight:bold;float:right}.ok{color:#070}.bad{color:#b00}
 """
 
 
-def feedback_html(title: str, cells: list[GradedCell], results: list[dict], score: float, max_score: float,
-                  flags: list[str]) -> str:
+def feedback_html(title: str, cells: list[GradedCell], results: list[dict], score: float, max_score: float) -> str:
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"<style>{_STYLE}</style></head><body>",
              f"<h1>{html.escape(title)}</h1><p class='score'>Score: {score:g} / {max_score:g}</p>"]
-    if flags:
-        parts.append(f"<p class='flags'>Flags for the instructor: {html.escape(', '.join(flags))}</p>")
     for cell, result in zip(cells, results):
         if cell.kind == "markdown":
             parts.append(f"<div class='cell'>{mistune.html(cell.shown)}</div>")
@@ -48,6 +45,11 @@ def feedback_html(title: str, cells: list[GradedCell], results: list[dict], scor
         parts.append("</div>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def feedback_path(out: Path, student_id: str, assignment: str) -> Path:
+    """``OUT/feedback/<student_id>/<assignment>/<assignment>.html``, where nbgrader puts feedback."""
+    return out / "feedback" / student_id / assignment / f"{assignment}.html"
 
 
 def write_feedback(path: Path, *args, **kwargs) -> Path:

@@ -165,6 +165,10 @@ class Snapshot:
         self._namespaces: list[tuple[object, dict[str, object]]] = []
         self._code: list[tuple[types.FunctionType, types.CodeType, object, object]] = []
 
+    @property
+    def taken(self) -> bool:
+        return bool(self._namespaces)
+
     def _protected(self, name: str) -> bool:
         return any(name == p or name.startswith(p + ".") for p in self._prefixes)
 

@@ -39,14 +39,25 @@ def load_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]
         return None, f"unreadable notebook: {type(error).__name__}: {str(error)[:200]}"
 
 
-def _meta(cell: nbformat.NotebookNode) -> dict:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return meta if isinstance(meta, dict) else {}
+def _dict(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
-def _is_widget(cell: nbformat.NotebookNode) -> bool:
-    tags = cell.get("metadata", {}).get("tags", [])
+def _meta(cell: dict) -> dict:
+    return _dict(_dict(cell.get("metadata")).get("nbgrader"))
+
+
+def _is_widget(cell: dict) -> bool:
+    tags = _dict(cell.get("metadata")).get("tags")
     return isinstance(tags, list) and "widget" in tags
+
+
+def _source(cell: dict) -> str:
+    """A cell's text; a submitted cell of the wrong shape holds no code."""
+    source = cell.get("source", "")
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
+        return "".join(source)
+    return source if isinstance(source, str) else ""
 
 
 def _kind(cell: nbformat.NotebookNode) -> str:
@@ -68,11 +79,11 @@ def _student_cells(student: nbformat.NotebookNode | None, known: set[str]) -> tu
     answers: dict[str, str] = {}
     extras: dict[str | None, list[str]] = {}
     pending: list[str] = []
-    for cell in (student.cells if student is not None else []):
+    cells = student.get("cells") if isinstance(student, dict) else None
+    for cell in (c for c in (cells if isinstance(cells, list) else []) if isinstance(c, dict)):
         grade_id = _meta(cell).get("grade_id")
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
-        if grade_id in known:
+        source = _source(cell)
+        if isinstance(grade_id, str) and grade_id in known:
             answers.setdefault(grade_id, source)
             extras.setdefault(grade_id, []).extend(pending)
             pending = []

@@ -16,6 +16,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 
+from .testcells import GradedCellError, parse_test_cell
 from .course import ROOT, SOLUTIONS, assignment_ids, nbgrader_config, released_notebook, source_markdown, tools_on_path
 
 __all__ = ["source_notebook", "release"]
@@ -32,6 +33,17 @@ def source_notebook(assignment: str, solutions: Path = SOLUTIONS) -> Path:
     return notebook
 
 
+def _check_test_cells(assignment: str, source: nbformat.NotebookNode) -> None:
+    """Every graded test cell must be check calls only: the grader reads them, it never runs them."""
+    for cell in source.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            try:
+                parse_test_cell(cell.source)
+            except GradedCellError as error:
+                raise ValueError(f"{assignment}, test cell {meta.get('grade_id')!r}: {error}") from None
+
+
 def release(assignments: list[str] | None = None, db_url: str | None = None, root: Path = ROOT) -> list[Path]:
     """Generate ``release/<id>/<id>.ipynb`` for each assignment (all by default).
 
@@ -45,7 +57,7 @@ def release(assignments: list[str] | None = None, db_url: str | None = None, roo
     solutions = root / "solutions"
     assignments = assignments or assignment_ids(solutions)
     for assignment in assignments:
-        source_notebook(assignment, solutions)
+        _check_test_cells(assignment, nbformat.read(source_notebook(assignment, solutions), 4))
     tools_on_path()
     api = NbGraderAPI(config=nbgrader_config(db_url, root))
     api.log.setLevel(logging.WARNING)

@@ -1,93 +1,268 @@
-"""The sandbox: the executor worker runs under bubblewrap (``bwrap``).
+"""The sandbox one grading slot runs notebooks in, seen from the trusted side.
 
-Inside: no network (all namespaces unshared), a read-only view of the system, of Python and
-of the two packages it needs (``autograde``, ``tfm_ref``), an empty ``/tmp``, and nothing else
-of the course: not ``solutions/``, not the gradebook, not the submissions (notebooks reach the
-worker through its stdin). Time and memory are limited per cell by the executor.
+A `Sandbox` is a bubblewrap (``bwrap``) container holding the slot's pristine process
+(`autograde.zygote`): no network, an empty read-only root with read-only views of the system,
+of Python and of the two packages the runner imports (``autograde``, ``tfm_ref``), a clean
+environment, and nothing else of the course: not ``solutions/``, not the gradebook, not the
+submissions, not the instructor's home or environment variables. When the grader runs as
+root, the container runs as the unprivileged user ``nobody`` (`autograde.launcher`).
 
-Without ``bwrap`` the worker runs unsandboxed and every row gets the flag ``unsandboxed``.
+`Sandbox.spawn` gives a `Runner`: a fresh process for one notebook, in namespaces of its own
+(`autograde.isolation`), connected to this side by a socket of its own; `Sandbox.end` kills it
+and everything it started. A runner cannot reach the zygote's control socket, and nothing of
+one runner is left for the next.
+
+Limits per notebook: time per cell (the caller's deadlines), memory (a cgroup where the
+machine allows, `autograde.cgroups`, the address-space rlimit otherwise), processes, open
+files, file size and temporary-directory size (`Limits`).
 """
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
+import socket
 import subprocess
 import sys
-from pathlib import Path
+import tempfile
+import time
+from dataclasses import dataclass
 
-__all__ = ["bwrap_command", "Worker", "sandbox_available"]
+from .cgroups import MemoryCgroup
+from .channel import BadMessage, Channel
+from .course import ROOT
 
-_PACKAGES = ("autograde", "tfm_ref")
+__all__ = ["Limits", "Sandbox", "SandboxError", "Runner", "sandbox_available"]
+
+PACKAGES = ("autograde", "tfm_ref")
+SYSTEM = ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin")
+ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/nsswitch.conf", "/etc/passwd",
+       "/etc/group", "/etc/localtime")
+"""What of /etc the runner sees: the dynamic loader's files and user names, no secrets."""
+SANDBOX_USER = (65534, 65534)
+"""``nobody``: the sandbox's user when the grader runs as root."""
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not start, or stopped answering (not the student's doing)."""
 
 
 def sandbox_available() -> bool:
     return shutil.which("bwrap") is not None
 
 
-def bwrap_command(argv: list[str]) -> list[str]:
-    """``argv`` wrapped in bwrap with the read-only binds the worker needs."""
-    root = Path(__file__).resolve().parent.parent
-    # The empty /tmp first: binds are stacked in order, and Python or the course may live under /tmp.
-    binds: list[str] = ["--tmpfs", "/tmp"]
-    for path in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/etc", "/sbin"):
-        binds += ["--ro-bind-try", path, path]
-    for path in {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}:
-        binds += ["--ro-bind-try", path, path]
-    for package in _PACKAGES:
-        binds += ["--ro-bind", str(root / package), str(root / package)]
-    return ["bwrap", *binds, "--proc", "/proc", "--dev", "/dev",
-            "--unshare-all", "--die-with-parent", "--new-session", "--chdir", "/tmp",
-            "--setenv", "HOME", "/tmp", "--setenv", "MPLBACKEND", "Agg", "--setenv", "OMP_NUM_THREADS", "1",
-            *argv]
+@dataclass(frozen=True)
+class Limits:
+    """What one notebook may use."""
+
+    cell_timeout: float = 30.0  # seconds per cell (a test cell: all its checks)
+    memory_mb: int = 2048  # above what the warm process already uses
+    processes: int = 64
+    tmp_mb: int = 64  # /tmp and /dev/shm, each; also the largest file it may write
+    notebook_mb: float = 20.0  # the submitted file
+    output_chars: int = 8000  # kept of one cell's printed output
+    notebook_output_chars: int = 200_000  # kept of the whole notebook's
+    message_chars: int = 20_000  # kept of an error message or traceback
+
+    @property
+    def notebook_timeout(self) -> float:
+        return 6 * self.cell_timeout
 
 
-class Worker:
-    """One warm executor process (sandboxed when possible); ``run(job)`` → per-cell results.
+class Runner:
+    """One notebook's runner process: requests go out with a fresh unguessable id, and a reply
+    counts only if it answers the request just sent."""
 
-    If the worker itself dies (it should not: student code runs in its forked children), the
-    next `run` starts a new one.
-    """
+    def __init__(self, number: int, channel: Channel):
+        self.number, self.channel = number, channel
 
-    def __init__(self, sandboxed: bool | None = None):
-        self.sandboxed = sandbox_available() if sandboxed is None else sandboxed
+    def request(self, header: dict, blobs: list[bytes], deadline: float) -> tuple[dict, list[bytes]]:
+        self._nothing_unasked()
+        request_id = secrets.token_hex(8)
+        self.channel.send({**header, "id": request_id}, blobs, deadline)
+        reply, reply_blobs = self.channel.receive(deadline)
+        if reply.get("id") != request_id:
+            raise BadMessage("a reply to another request than the one just sent (forged or out of order)")
+        self._nothing_unasked()  # more right behind the reply: charged to the request that caused it
+        return reply, reply_blobs
+
+    def execute(self, index: int, source: str, deadline: float, output_chars: int) -> dict:
+        """Run one cell; its reply ``{"id", "status", "stdout", "error"}`` (shape checked)."""
+        reply, _ = self.request({"op": "exec", "index": index, "source": source, "output_chars": output_chars}, [],
+                                deadline)
+        if set(reply) != {"id", "status", "stdout", "error"} or reply["status"] not in ("ok", "error") \
+                or type(reply["stdout"]) is not str or type(reply["error"]) is not str:
+            raise BadMessage("a malformed reply to a cell")
+        return reply
+
+    def _nothing_unasked(self) -> None:
+        if self.channel.pending():
+            raise BadMessage("a message nobody asked for (a forged or duplicated reply?)")
+
+
+class Sandbox:
+    """One slot's container (see the module docstring): `launch`, `wait_ready`, then `spawn`/`end`."""
+
+    def __init__(self, limits: Limits, name: str = "slot"):
+        if not sandbox_available():
+            raise SandboxError("grading needs bubblewrap (the `bwrap` command): install the Debian package "
+                               "`bubblewrap` (make test does it)")
+        self.limits, self.name = limits, name
         self._process: subprocess.Popen | None = None
+        self._control: socket.socket | None = None
+        self._log = tempfile.TemporaryFile()
+        self._stage: str | None = None
+        self._spawned = 0
+        self.cgroup: MemoryCgroup | None = None
 
-    def _start(self) -> subprocess.Popen:
-        argv = [sys.executable, "-m", "autograde.executor"]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-        process = subprocess.Popen(bwrap_command(argv) if self.sandboxed else argv, stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-                                   cwd="/tmp")
-        ready = process.stdout.readline()
-        if not ready.startswith('{"ready"'):
-            process.kill()
-            raise RuntimeError("the grading worker did not start (is the package importable? is bwrap usable?)")
-        return process
+    # ------------------------------------------------------------------ life cycle
 
-    def run(self, job: dict) -> list[dict]:
-        for _ in range(2):
-            if self._process is None or self._process.poll() is not None:
-                self._process = self._start()
-            try:
-                self._process.stdin.write(json.dumps(job) + "\n")
-                self._process.stdin.flush()
-                line = self._process.stdout.readline()
-                if line:
-                    return json.loads(line)["results"]
-            except (BrokenPipeError, json.JSONDecodeError):
-                pass
-            self.close()
-        raise RuntimeError("the grading worker died twice on the same notebook")
+    def launch(self) -> None:
+        """Start the container; it warms up while the caller does something else."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.cgroup = MemoryCgroup.create(f"autograde-{os.getpid()}-{self.name}-{secrets.token_hex(3)}")
+        command = [sys.executable, "-m", "autograde.launcher"]
+        if self.cgroup:
+            command += ["--cgroup", str(self.cgroup.procs)]
+        binds = self._binds()
+        if os.geteuid() == 0:
+            command += ["--user", "%d:%d" % SANDBOX_USER]
+            binds = self._staged(binds, command)
+        command += ["--", *self._bwrap(binds), sys.executable, "-m", "autograde.zygote", str(theirs.fileno())]
+        self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=self._log, pass_fds=[theirs.fileno()], cwd="/",
+                                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        theirs.close()
+        self._control = ours
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        reply = self._receive(timeout, "start")
+        if not reply.get("ready"):
+            raise SandboxError(f"the sandbox said {reply!r} instead of ready")
+        if self.cgroup:
+            self.cgroup.limit_above_usage(self.limits.memory_mb * 2**20)
+
+    def start(self, timeout: float = 300.0) -> Sandbox:
+        self.launch()
+        self.wait_ready(timeout)
+        return self
 
     def close(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
         if self._process is not None:
             self._process.kill()
             self._process.wait()
             self._process = None
+        if self.cgroup:
+            self.cgroup.remove()
+            self.cgroup = None
+        if self._stage:
+            shutil.rmtree(self._stage, ignore_errors=True)  # empty folders: the binds lived in the launcher only
+            self._stage = None
 
-    def __enter__(self) -> Worker:
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # ------------------------------------------------------------------ runners
+
+    def spawn(self, timeout: float = 60.0) -> Runner:
+        """A fresh runner, ready for requests."""
+        self._spawned += 1
+        number = self._spawned
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        limits = {"memory_mb": self.limits.memory_mb, "processes": self.limits.processes,
+                  "tmp_mb": self.limits.tmp_mb, "cgroup": self.cgroup is not None}
+        try:
+            socket.send_fds(self._control, [json.dumps({"op": "spawn", "id": number, "limits": limits}).encode()],
+                            [theirs.fileno()])
+        except OSError as error:
+            raise SandboxError(f"the sandbox stopped taking commands ({error})") from error
+        finally:
+            theirs.close()
+        if self._receive(timeout, "spawn").get("spawned") != number:
+            raise SandboxError("the sandbox answered another command")
+        runner = Runner(number, Channel(ours))
+        try:
+            hello, _ = runner.channel.receive(time.monotonic() + timeout)
+        except Exception as error:
+            status = self.end(runner)
+            raise SandboxError(f"a runner did not start ({status}): {self.log_tail()}") from error
+        if hello != {"ready": True}:
+            self.end(runner)
+            raise SandboxError("a runner did not say ready")
+        return runner
+
+    def end(self, runner: Runner, timeout: float = 30.0) -> str:
+        """Kill the runner and everything it started; how the runner ended, in words."""
+        runner.channel.close()
+        try:
+            self._control.send(json.dumps({"op": "end", "id": runner.number}).encode())
+        except OSError as error:
+            raise SandboxError(f"the sandbox stopped taking commands ({error})") from error
+        reply = self._receive(timeout, "end")
+        if reply.get("ended") != runner.number:
+            raise SandboxError("the sandbox answered another command")
+        return str(reply.get("status"))
+
+    def oom_kills(self) -> int:
+        return self.cgroup.oom_kills() if self.cgroup else 0
+
+    def log_tail(self, chars: int = 2000) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-chars:].strip() or "(no output)"
+
+    # ------------------------------------------------------------------ helpers
+
+    def _receive(self, timeout: float, what: str) -> dict:
+        self._control.settimeout(timeout)
+        try:
+            message = self._control.recv(65536)
+        except TimeoutError:
+            raise SandboxError(f"the sandbox did not answer ({what}) within {timeout:g} s: {self.log_tail()}") from None
+        except OSError as error:
+            raise SandboxError(f"the sandbox's control socket failed ({error})") from None
+        if not message:
+            raise SandboxError(f"the sandbox stopped ({what}): {self.log_tail()}")
+        return json.loads(message)
+
+    @staticmethod
+    def _binds() -> list[str]:
+        """Every path the container shows besides the system's (read-only, each at its own place):
+        this Python and its environment, and the two packages, wherever they are installed."""
+        paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
+                 *(str(ROOT / p) for p in PACKAGES)}
+        paths = sorted(p for p in paths if os.path.exists(p))
+        return [p for p in paths if not any(p.startswith(other + os.sep) for other in paths)]  # nested: covered
+
+    def _staged(self, binds: list[str], command: list[str]) -> list[tuple[str, str]]:
+        """Root: each bind's source is first mounted (by the launcher) under a folder that the
+        unprivileged user may enter; bwrap takes it from there."""
+        self._stage = tempfile.mkdtemp(prefix="autograde-stage-")
+        os.chmod(self._stage, 0o755)
+        staged = []
+        for index, path in enumerate(binds):
+            target = os.path.join(self._stage, str(index))
+            os.mkdir(target) if os.path.isdir(path) else open(target, "w").close()
+            command += ["--bind", f"{path}:{target}"]
+            staged.append((target, path))
+        return staged
+
+    def _bwrap(self, binds: list[str] | list[tuple[str, str]]) -> list[str]:
+        args = ["bwrap", "--tmpfs", "/tmp"]  # first: binds stack in order, and Python may live under /tmp
+        for path in (*SYSTEM, *ETC):
+            args += ["--ro-bind-try", path, path]
+        for bind in binds:
+            source, target = bind if isinstance(bind, tuple) else (bind, bind)
+            args += ["--ro-bind", source, target]
+        args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/",
+                 "--unshare-all", "--die-with-parent", "--new-session", "--chdir", "/tmp", "--clearenv"]
+        for key, value in {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
+                           "MPLBACKEND": "Agg"}.items():
+            args += ["--setenv", key, value]
+        return args

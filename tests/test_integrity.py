@@ -1,5 +1,6 @@
-"""Integrity: borrowed answers earn nothing, patching the grader changes nothing, the sandbox holds,
-and the audit flags what a student's cells should not do."""
+"""Integrity in the student's own kernel (the checks run beside their code there): borrowed answers
+earn nothing, patching the grader changes nothing, and the audit flags what a student's cells should
+not do. When grading, the checks do not run beside student code at all: tests/test_grading_attacks.py."""
 import math
 
 import pytest
@@ -11,7 +12,6 @@ from autograde import check
 from autograde.audit import audit
 from autograde.checking import SNAPSHOT, CheckFailed
 from autograde.integrity import Forbid, ForbiddenCall
-from autograde.sandbox import Worker, sandbox_available
 
 
 def good_softmax(x, dim=-1):
@@ -125,22 +125,3 @@ def test_audit_leaves_ordinary_solutions_and_widgets_clean():
                 "def softmax(x, dim=-1):\n    m = x.amax(dim=dim, keepdim=True)\n    e = torch.exp(x - m)\n"
                 "    out = e / e.sum(dim=dim, keepdim=True)\n    out[0] = out[0]\n    return out\n")
     assert audit([solution]) == []
-
-
-@pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")
-def test_sandbox_hides_the_course_files_and_the_network():
-    cells = [
-        {"kind": "student", "source": "open('SOLUTIONS/ch01_attention/ch01_attention.md').read()"},
-        {"kind": "student", "source": "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)"},
-        {"kind": "student", "source": "open('/usr/lib/x', 'w')"},
-        {"kind": "student", "source": "print(sorted(__import__('os').listdir('ROOT')))"},
-    ]
-    root = str(tfm_ref.__file__).rsplit("/tfm_ref/", 1)[0]
-    for cell in cells:
-        cell["source"] = cell["source"].replace("SOLUTIONS", f"{root}/solutions").replace("ROOT", root)
-    with Worker(sandboxed=True) as worker:
-        results = worker.run({"cells": cells, "cell_timeout": 10})
-    assert "FileNotFoundError" in results[0]["error"]
-    assert "OSError" in results[1]["error"] or "unreachable" in results[1]["error"]
-    assert "Read-only file system" in results[2]["error"]
-    assert set(eval(results[3]["stdout"])) <= {"autograde", "tfm_ref", ".venv"}

@@ -36,7 +36,7 @@ class _RaisesForOddWidth(FunctionAdapter):
     def reference(self, reference: Callable, dims, dtype: torch.dtype) -> Callable:
         return self._outcome(reference, dims)
 
-    def candidate(self, candidate: Callable, dims, reference: Callable, dtype: torch.dtype) -> Callable:
+    def candidate(self, candidate: Callable, dims, weights: None, dtype: torch.dtype) -> Callable:
         return self._outcome(candidate, dims)
 
     @staticmethod

@@ -17,6 +17,8 @@ F FFN width · L max_len (tokens to generate) · V vocabulary. Case flag in the 
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -26,6 +28,7 @@ from tfm_ref import attention, blocks, config, feedforward, heads, kv_cache, mas
 from tfm_ref import shapes as tfm_shapes
 from tfm_ref import transformer
 
+from .. import wire
 from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
 from ._modules import PerturbedModuleAdapter, functions_of
 from .ch07_norms import (
@@ -240,6 +243,11 @@ class _CacheOnlyTransformer(_RandomTransformer):
             raise ValueError("this check's model decodes only with a KV cache, one new token per call: "
                              "cache = model.new_cache(), then model.decode(out[:, -1:], memory, src_mask, cache)")
         return super().decode(tgt, memory, src_mask, cache)
+
+
+for _model_class in (_RandomTransformer, _CacheOnlyTransformer):  # the checks' models travel to the sandbox
+    wire.register_module(_model_class, lambda model: {"config": dataclasses.asdict(model.config)},
+                         lambda config, cls=_model_class: cls(tfm_ref.TransformerConfig(**config)))
 
 
 def _first_hits(trajectory: torch.Tensor, token: int) -> torch.Tensor:

@@ -1,0 +1,135 @@
+"""Finding the submissions to grade: ``<student_id>/<assignment>/<assignment>.ipynb``, in a folder
+or a .zip of one.
+
+Nothing a student hands in is trusted to stay in its folder: a symlink (in the folder, or a
+zip member that is one) whose target leaves that student's folder is refused, and the
+submission gets the flag ``symlink-outside``; a zip member with an absolute or ``..`` path is
+skipped with the flag ``unsafe-zip-member``; a notebook larger than the limit is not read and
+gets ``notebook-too-large``. Each of these costs only that submission.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Submission", "find_submissions", "extract_zip", "CollectionError"]
+
+
+class CollectionError(ValueError):
+    """The submissions cannot be read at all (not a folder, not a zip)."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    student_id: str
+    assignment: str
+    path: Path | None  # None: no notebook to grade (missing, refused or too large)
+    flags: tuple[str, ...] = field(default=())
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Does ``path``, with every symlink followed, stay under ``folder`` (taken literally)?"""
+    return os.path.realpath(path).startswith(str(folder) + os.sep)
+
+
+def find_submissions(root: Path, assignments: list[str], max_bytes: int,
+                     flags: dict[str, list[str]] | None = None) -> list[Submission]:
+    """Every ``<student>/<assignment>/`` folder under ``root`` for a known assignment.
+
+    ``flags`` (student id → flags) adds what was found while extracting a zip.
+    """
+    base = Path(os.path.realpath(root))
+    flags = flags or {}
+    found = []
+    for student in sorted(p for p in base.iterdir() if not p.name.startswith((".", "__MACOSX"))):
+        if student.is_dir():  # a stray file is not a student; a symlinked folder is refused below
+            for assignment in sorted(p for p in student.iterdir() if p.name in assignments):
+                found.append(_submission(base / student.name, assignment, flags.get(student.name, []), max_bytes))
+    return found
+
+
+def _submission(folder: Path, assignment_dir: Path, flags: list[str], max_bytes: int) -> Submission:
+    student, assignment = folder.name, assignment_dir.name
+    if not _inside(assignment_dir, folder) or not assignment_dir.is_dir():
+        return Submission(student, assignment, None, (*flags, "symlink-outside"))
+    notebook = assignment_dir / f"{assignment}.ipynb"
+    if not notebook.exists() and not notebook.is_symlink():
+        others = sorted(assignment_dir.glob("*.ipynb"))
+        notebook = others[0] if len(others) == 1 else None
+    if notebook is None:
+        return Submission(student, assignment, None, (*flags, "missing-notebook"))
+    if not _inside(notebook, folder):
+        return Submission(student, assignment, None, (*flags, "symlink-outside"))
+    if notebook.stat().st_size > max_bytes:
+        return Submission(student, assignment, None, (*flags, "notebook-too-large"))
+    return Submission(student, assignment, notebook, tuple(flags))
+
+
+def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: int) -> tuple[Path, dict[str, list[str]]]:
+    """Unzip what is safe; the folder holding the student folders, and flags by student.
+
+    A member with an absolute or ``..`` path is skipped; a symlink member is made a symlink
+    only if it points inside its student's folder (otherwise skipped); a member larger than
+    ``max_bytes`` once unpacked is dropped. Each flags the student the member belongs to.
+    """
+    try:
+        zf = zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError) as error:
+        raise CollectionError(f"{archive} is not a readable zip archive ({error})") from None
+    flags: dict[str, list[str]] = {}
+    with zf:
+        members = zf.infolist()
+        top = _common_top(members, assignments)
+        for member in members:
+            name = member.filename
+            parts = [p for p in name.split("/") if p not in ("", ".")]
+            student = parts[len(top)] if len(parts) > len(top) else ""
+            if name.startswith("/") or ".." in parts or not parts:
+                flags.setdefault(student, []).append("unsafe-zip-member")
+                continue
+            target = into.joinpath(*parts)
+            if stat.S_ISLNK(member.external_attr >> 16):
+                link = zf.read(member).decode(errors="replace")
+                resolved = posixpath.normpath(posixpath.join(posixpath.dirname("/".join(parts)), link))
+                student_root = "/".join(parts[:len(top) + 1])
+                if link.startswith("/") or not resolved.startswith(student_root + "/"):
+                    flags.setdefault(student, []).append("symlink-outside")
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(link, target)
+            elif member.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if not _copy_at_most(zf, member, target, max_bytes):
+                    target.unlink()
+                    flags.setdefault(student, []).append("file-too-large")
+    return into.joinpath(*top), {s: f for s, f in flags.items() if s}
+
+
+def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, max_bytes: int) -> bool:
+    """Unpack ``member`` to ``target``; False if it is larger than ``max_bytes`` (whatever its
+    header claims: a zip bomb is stopped while unpacking)."""
+    written = 0
+    with zf.open(member) as source, open(target, "wb") as sink:
+        while chunk := source.read(1 << 20):
+            written += len(chunk)
+            if written > max_bytes:
+                return False
+            sink.write(chunk)
+    return True
+
+
+def _common_top(members: list[zipfile.ZipInfo], assignments: list[str]) -> list[str]:
+    """``["class"]`` when every member sits in one folder that holds the student folders."""
+    parts = [[p for p in m.filename.split("/") if p not in ("", ".")] for m in members]
+    firsts = {p[0] for p in parts if p}
+    if len(firsts) != 1:
+        return []
+    # One top folder: a student folder itself (its children are assignments), or a wrapper.
+    seconds = {p[1] for p in parts if len(p) > 1}
+    return [] if seconds & set(assignments) else [next(iter(firsts))]

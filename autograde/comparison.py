@@ -1,0 +1,110 @@
+"""Comparing what a student's code gave with what the reference gave, in words.
+
+Floating tensors are compared with ``allclose`` at a tolerance set by dtype (or the exercise's
+own), booleans and integers exactly; a shape, dtype, type or NaN problem gets its own message.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .display import brief
+from .evaluation import Outcome, flatten
+
+__all__ = ["Tolerance", "tolerance", "difference", "compare", "same"]
+
+# Captured at import, before any student code runs in this process.
+_allclose, _equal, _isfinite = torch.allclose, torch.equal, torch.isfinite
+
+_TOLERANCE = {  # (rtol, atol) by dtype; tfm_ref computes softmax in float32 even for float64 inputs
+    torch.float64: (1e-5, 1e-6),
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (1e-2, 1e-3),
+    torch.bfloat16: (2e-2, 1e-2),
+}
+
+Tolerance = tuple[float | None, float | None]
+"""An exercise's (rtol, atol) overrides; None keeps the dtype's default."""
+
+
+def tolerance(dtype: torch.dtype, override: Tolerance = (None, None)) -> tuple[float, float]:
+    rtol, atol = _TOLERANCE.get(dtype, (1e-4, 1e-5))
+    return (rtol if override[0] is None else override[0], atol if override[1] is None else override[1])
+
+
+def difference(expected: Any, got: Any, override: Tolerance = (None, None), what: str = "output") -> str | None:
+    """None when ``got`` matches ``expected``; otherwise what differs, in words."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return f"the {what} should be a tensor, got {type(got).__name__}"
+        if tuple(got.shape) != tuple(expected.shape):
+            return f"the {what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
+        if got.dtype != expected.dtype:
+            return (f"the {what} has dtype {got.dtype}, expected {expected.dtype} "
+                    "(keep the dtype of the inputs; do not hard-code float32)")
+        if expected.dtype == torch.bool or not expected.is_floating_point():
+            return None if _equal(got, expected) else f"the {what} differs (exact comparison)"
+        rtol, atol = tolerance(expected.dtype, override)
+        if _allclose(got.double(), expected.double(), rtol=rtol, atol=atol, equal_nan=False):
+            return None
+        if not bool(_isfinite(got).all()) and bool(_isfinite(expected).all()):
+            return (f"the {what} contains NaN or inf where the reference is finite "
+                    "(overflow in exp? a row with every key masked?)")
+        diff = (got.double() - expected.double()).abs().nan_to_num(math.inf)
+        where = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
+        return f"the {what} differs: largest difference {float(diff.max()):.3g} at index {where}"
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+            return f"the {what} should be a {type(expected).__name__} of {len(expected)} items, got {brief(got)}"
+        for i, (e, g) in enumerate(zip(expected, got)):
+            problem = difference(e, g, override, f"{what}[{i}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(expected, float) and isinstance(got, (int, float)):
+        return None if math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9) else f"the {what} is {got}, expected {expected}"
+    return None if got == expected else f"the {what} is {brief(got)}, expected {brief(expected)}"
+
+
+def compare(expected: Outcome, got: Outcome, override: Tolerance = (None, None)) -> str | None:
+    """None when the student's outcome (output and gradients) matches the reference's."""
+    if got.error is not None:
+        return f"your code raised {got.error}"
+    problem = difference(expected.output, got.output, override)
+    if problem is None and expected.grads:
+        for i, e in enumerate(expected.grads):
+            g = got.grads[i] if i < len(got.grads) else None
+            if e is None and g is None:
+                continue
+            if g is None:
+                return f"gradient {i} is missing (the output does not depend on that input)"
+            problem = difference(torch.zeros_like(g) if e is None else e, g, override, f"gradient of input {i}")
+            if problem:
+                return problem + " (the forward output matches: look for a non-differentiable step or a detach)"
+    return problem
+
+
+def same(a: Outcome, b: Outcome, override: Tolerance = (None, None)) -> bool:
+    """Do two outcomes agree (NaN equal to NaN)? Used to recognise a catalogued mistake."""
+    if a.error is not None or b.error is not None:
+        return False
+    outputs = [(a.output, b.output)] + list(zip(a.grads, b.grads))
+    for x, y in outputs:
+        xs, ys = flatten(x), flatten(y)
+        if len(xs) != len(ys):
+            return False
+        for u, v in zip(xs, ys):
+            if isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor):
+                if u.shape != v.shape or u.dtype != v.dtype:
+                    return False
+                if u.is_floating_point():
+                    rtol, atol = tolerance(u.dtype, override)
+                    if not _allclose(u.double(), v.double(), rtol=rtol, atol=atol, equal_nan=True):
+                        return False
+                elif not _equal(u, v):
+                    return False
+            elif type(u) is not type(v) or u != v:
+                return False
+    return True

@@ -1,0 +1,122 @@
+"""Running one implementation on one input: its output and gradients, or what it raised.
+
+The grader runs the reference and the catalogued mistakes with this code, and the sandboxed
+runner (`autograde.runner`) runs the student's code with the very same code, so both sides
+build, call and differentiate in the same way. Gradients are those of ``sum(out · r)`` for a
+random upstream ``r`` drawn from the case's seed, with respect to the floating inputs and the
+module's parameters (sorted by name).
+"""
+from __future__ import annotations
+
+import contextlib
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .inputs import Call
+
+__all__ = ["CheckFailed", "Outcome", "evaluate", "flatten", "describe_error"]
+
+# Captured at import, before any student code runs in this process. Only the CPU generator is
+# seeded: torch.manual_seed also queues seeds for every accelerator, recording a stack each time.
+_fork_rng, _manual_seed, _grad = torch.random.fork_rng, torch.default_generator.manual_seed, torch.autograd.grad
+
+
+class CheckFailed(AssertionError):
+    """A check failed; the message names the likely mistake and shows the smallest failing input."""
+
+    def __str__(self) -> str:  # nbgrader shows str(); keep it the whole diagnosis
+        return self.args[0] if self.args else ""
+
+
+@dataclass
+class Outcome:
+    """What one implementation gave on one input: output and gradients, or the exception."""
+
+    output: Any = None
+    grads: list[torch.Tensor | None] = field(default_factory=list)
+    error: str | None = None  # "ValueError: the message"
+    error_type: str | None = None
+    trace: str = ""  # the traceback frames of the student's own code
+
+
+def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
+             parameters: Callable[[Any], list[torch.Tensor]] = lambda built: [],
+             guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> Outcome:
+    """Build the object under test (under a fixed RNG seed), call it on a copy of ``call`` and,
+    with ``grad``, backpropagate a seeded random upstream gradient. ``guard`` is entered around
+    the build and the call (the integrity guard, for a student's code).
+
+    Raises:
+        CheckFailed: the output does not depend on the inputs through autograd (with ``grad``).
+    """
+    inputs = call.clone(requires_grad=grad)
+    outcome = Outcome()
+    try:
+        with _fork_rng(devices=[]):
+            _manual_seed(seed)
+            with guard():
+                built = build()
+        with guard():
+            output = built(*inputs.args, **inputs.kwargs)
+        outcome.output = _detach(output)
+        if grad:
+            outcome.grads = _gradients(output, inputs, parameters(built), seed)
+    except CheckFailed:
+        raise
+    except Exception as error:  # the student's code may raise anything; it is reported, not fatal
+        outcome.error, outcome.error_type = describe_error(error), type(error).__name__
+        outcome.trace = _student_traceback(error)
+    return outcome
+
+
+def _gradients(output: Any, inputs: Call, parameters: list[torch.Tensor], seed: int) -> list[torch.Tensor | None]:
+    leaves = [t for t in inputs.tensors() if t.requires_grad] + parameters
+    outs = [o for o in flatten(output) if isinstance(o, torch.Tensor) and o.requires_grad]
+    if not outs:
+        raise CheckFailed("the output does not depend on the inputs through autograd "
+                          "(was it computed with .detach(), .item(), numpy or torch.no_grad?)")
+    gen = torch.Generator().manual_seed(seed + 1)
+    upstream = [torch.randn(o.shape, generator=gen).to(o.dtype) for o in outs]
+    grads = _grad(outs, leaves, upstream, allow_unused=True)
+    return [None if g is None else g.detach() for g in grads]
+
+
+def flatten(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        return [x for v in value for x in flatten(v)]
+    return [value]
+
+
+def _detach(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detach(v) for v in value)
+    return value
+
+
+def describe_error(error: BaseException) -> str:
+    """``"TypeName: message"``, even when the exception's own ``__str__`` fails."""
+    try:
+        text = str(error)
+    except Exception:  # a student's exception class may break its own __str__
+        text = "(the exception's message could not be shown)"
+    return f"{type(error).__name__}: {text}"
+
+
+def _student_traceback(error: BaseException) -> str:
+    """The traceback frames outside the grader and torch: the student's own lines."""
+    frames = [f for f in _frames(error) if "/autograde/" not in f.filename and "/torch/" not in f.filename]
+    lines = traceback.format_list(frames) + [describe_error(error) + "\n"]
+    return "".join(lines).rstrip()
+
+
+def _frames(error: BaseException) -> Iterator[traceback.FrameSummary]:
+    try:
+        yield from traceback.extract_tb(error.__traceback__)
+    except Exception:  # a frame whose source line cannot be read
+        return

@@ -1,0 +1,66 @@
+"""The inputs of a check: a `Call` (the arguments of one call) and the random values in it."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .display import show
+
+__all__ = ["Call", "randn", "random_dims"]
+
+
+@dataclass(frozen=True)
+class Call:
+    """The arguments of one call: ``Call(x, dim=-1)`` means ``fn(x, dim=-1)``."""
+
+    args: tuple
+    kwargs: dict
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        object.__setattr__(self, "args", args)
+        object.__setattr__(self, "kwargs", kwargs)
+
+    def map_tensors(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Call:
+        """A new call with ``fn`` applied to every floating-point tensor argument."""
+        def apply(value: Any) -> Any:
+            return fn(value) if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+        return Call(*map(apply, self.args), **{k: apply(v) for k, v in self.kwargs.items()})
+
+    def scaled(self, factor: float) -> Call:
+        """Every floating-point tensor argument times ``factor`` (e.g. huge logits)."""
+        return self.map_tensors(lambda t: t * factor)
+
+    def clone(self, requires_grad: bool = False) -> Call:
+        """Fresh copies, so that in-place changes by one implementation do not reach another."""
+        def copy(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                value = value.detach().clone()
+                if requires_grad and value.is_floating_point():
+                    value.requires_grad_(True)
+            return value
+        return Call(*map(copy, self.args), **{k: copy(v) for k, v in self.kwargs.items()})
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [v for v in (*self.args, *self.kwargs.values()) if isinstance(v, torch.Tensor)]
+
+    def describe(self, names: Sequence[str] = ()) -> str:
+        lines = []
+        for i, value in enumerate(self.args):
+            lines.append(f"{names[i] if i < len(names) else f'arg{i}'} = {show(value)}")
+        lines += [f"{k} = {show(v)}" for k, v in self.kwargs.items()]
+        return "\n".join(lines)
+
+
+def randn(gen: torch.Generator, *shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Standard normal tensor drawn from ``gen`` (float32 draws, cast, so dtypes agree in value)."""
+    return torch.randn(*shape, generator=gen).to(dtype)
+
+
+def random_dims(**ranges: tuple[int, int]) -> Callable[[torch.Generator], dict[str, int]]:
+    """Random sizes for a hidden case: ``random_dims(B=(1, 4), T=(1, 9))``, bounds inclusive."""
+    def draw(gen: torch.Generator) -> dict[str, int]:
+        return {k: int(torch.randint(lo, hi + 1, (1,), generator=gen)) for k, (lo, hi) in ranges.items()}
+    return draw

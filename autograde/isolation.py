@@ -1,0 +1,130 @@
+"""Linux isolation for one notebook's runner: fresh namespaces, no privileges, resource limits.
+
+Used by `autograde.zygote` inside the sandbox, for every notebook:
+
+* `enter_fresh_namespaces` (in the process that will be the runner's parent): new user, mount,
+  PID, IPC, UTS and network namespaces, with an empty size-limited ``/tmp`` and ``/dev/shm``.
+  When the runner (PID 1 of the new PID namespace) ends, the kernel kills every process it
+  left behind; the mounts, IPC objects and sockets go with the namespaces.
+* `drop_privileges` (in the runner): no capabilities, and no way to gain any (``no_new_privs``).
+* `limit_resources`: processes, open files, file size, core dumps and, where no cgroup limits
+  memory, the address space.
+
+Python 3.11 has no ``os.unshare``; the system calls go through ctypes.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+
+__all__ = ["enter_fresh_namespaces", "drop_privileges", "limit_resources", "close_other_fds", "set_dumpable",
+           "private_bind_mounts", "IsolationError"]
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
+RUNNER_UID = 1000
+"""The runner's user and group id inside its user namespace (mapped to the sandbox's own)."""
+
+
+class IsolationError(OSError):
+    """A namespace, mount or privilege step failed (the kernel does not allow it here)."""
+
+
+def _call(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise IsolationError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def private_bind_mounts(binds: list[tuple[str, str]]) -> None:
+    """In a new mount namespace of this process only, mount each ``source`` also at ``target``
+    (needs CAP_SYS_ADMIN: the grader's launcher, run as root)."""
+    _call(_libc.unshare(CLONE_NEWNS), "unshare the mount namespace")
+    _call(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
+    for source, target in binds:
+        _call(_libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {source}")
+
+
+def set_dumpable(dumpable: bool) -> None:
+    """A process that is not dumpable cannot be ptraced, nor its memory, descriptors or
+    environment read through /proc, by other processes of the same user."""
+    _call(_libc.prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0), "set dumpable")
+
+
+def enter_fresh_namespaces(tmp_mb: int) -> None:
+    """Move this process into new namespaces; its next child is PID 1 of a new PID namespace.
+
+    Inside, the process is user ``RUNNER_UID`` (mapped to its current user), the mount tree is
+    private, and ``/tmp`` and ``/dev/shm`` are new empty tmpfs of ``tmp_mb`` MiB each.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    _call(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET),
+          "unshare")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{RUNNER_UID} {uid} 1")
+    _write("/proc/self/gid_map", f"{RUNNER_UID} {gid} 1")
+    _call(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
+    options = f"size={tmp_mb}m,mode=1777".encode()
+    for target in (b"/tmp", b"/dev/shm"):
+        if os.path.isdir(target):
+            _call(_libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount {target.decode()}")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+_CAPSET = {"x86_64": 126, "aarch64": 91}.get(os.uname().machine)  # the capset system call's number
+
+
+def drop_privileges(parent_death_signal: int) -> None:
+    """No capabilities left, none to gain (no setuid binaries, no file capabilities), killed with
+    ``parent_death_signal`` if the parent dies."""
+    if _CAPSET is None:
+        raise IsolationError(0, f"capset: unknown system call number on {os.uname().machine}")
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        _call(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a bounding capability")
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # version 3: two 32-bit words
+    _call(_libc.syscall(_CAPSET, ctypes.byref(header), data), "capset")
+    _call(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _call(_libc.prctl(PR_SET_PDEATHSIG, parent_death_signal, 0, 0, 0), "parent death signal")
+
+
+def limit_resources(*, processes: int, open_files: int, file_mb: int, memory_mb: int | None) -> None:
+    """rlimits for this process and its children; ``memory_mb`` caps the address space above
+    what the process already uses (None: left to a cgroup)."""
+    limits = {resource.RLIMIT_NPROC: processes, resource.RLIMIT_NOFILE: open_files,
+              resource.RLIMIT_FSIZE: file_mb * 2**20, resource.RLIMIT_CORE: 0}
+    if memory_mb is not None:
+        with open("/proc/self/statm") as statm:
+            current = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limits[resource.RLIMIT_AS] = current + memory_mb * 2**20
+    for which, value in limits.items():
+        resource.setrlimit(which, (value, value))
+    _write("/proc/self/oom_score_adj", "1000")  # the runner, not the pristine process, goes first
+
+
+def close_other_fds(keep: int) -> None:
+    """Standard streams to /dev/null; every other descriptor but ``keep`` closed."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    os.set_inheritable(keep, False)

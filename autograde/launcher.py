@@ -1,0 +1,46 @@
+"""Start the sandbox as an unprivileged user when the grader runs as root.
+
+``python -m autograde.launcher --user UID:GID [--cgroup PROCS] [--bind SRC:DST ...] -- COMMAND ...``
+
+1. moves itself into the slot's cgroup (``PROCS``: its ``cgroup.procs`` file), so that the
+   sandbox and everything it starts is counted there;
+2. in a private mount namespace, mounts each ``SRC`` also at ``DST``: bubblewrap, running as
+   the unprivileged user, can then reach files that live under directories that user may not
+   enter (a Python installed under /root), and nothing else of them;
+3. drops to ``UID:GID`` with no supplementary groups, and executes ``COMMAND`` (bubblewrap).
+
+When the grader is not root, `autograde.sandbox` uses the same command with no ``--user`` and
+no binds (only the cgroup step, where there is a cgroup).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+from .isolation import private_bind_mounts, set_dumpable
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m autograde.launcher")
+    parser.add_argument("--user", help="UID:GID to run COMMAND as")
+    parser.add_argument("--cgroup", help="the cgroup.procs file to join")
+    parser.add_argument("--bind", action="append", default=[], help="SRC:DST, mounted for COMMAND only")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.cgroup:
+        with open(args.cgroup, "w") as procs:
+            procs.write(str(os.getpid()))
+    if args.bind:
+        private_bind_mounts([tuple(b.split(":", 1)) for b in args.bind])
+    if args.user:
+        uid, gid = (int(x) for x in args.user.split(":"))
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+        set_dumpable(True)  # changing user made the process undumpable; bubblewrap reads its own /proc files
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The student's side of grading: run a notebook's cells, answer requests to run the student's code.
+
+A runner is one process per notebook (forked by `autograde.zygote` into fresh namespaces).
+It never checks anything: it runs the cells the grader sends, and when the grader asks, calls
+the student's function on the inputs it was given and returns what came out, as plain data
+(`autograde.wire`). The grader (`autograde.session`) computes the reference, compares and scores.
+
+Requests and replies (`autograde.channel` messages; every reply repeats its request's ``id``):
+
+    {"op": "exec", "index": 3, "source": "...", "output_chars": 8001}
+        → {"status": "ok" | "error", "stdout": "...", "error": "traceback of the student's lines"}
+    {"op": "evaluate", "key": "ch01_attention.softmax", "name": "softmax", "dims": ..., "call": ...,
+     "weights": ..., "dtype": "float32", "grad": false, "seed": 123, "output_chars": 8001}
+        → {"outcome": {"output": ..., "grads": ..., "error", "error_type", "trace"}, "stdout": "..."}
+        | {"invalid": "why the student's output is not plain data", "stdout": "..."}
+        | {"failed": "a check failure found while running (e.g. no autograd path)", "stdout": "..."}
+
+Everything the student's code prints goes into ``stdout``, cut at ``output_chars`` characters;
+its file descriptors 1 and 2 lead nowhere, and the channel is not them.
+"""
+from __future__ import annotations
+
+import builtins
+import contextlib
+import io
+import linecache
+import sys
+import traceback
+
+from . import wire
+from .channel import Channel, ChannelClosed
+from .checking import Case, LocalCandidate, get_exercise, protect
+from .evaluation import CheckFailed, Outcome, describe_error
+from .inputs import Call
+
+__all__ = ["serve", "TEXT_LIMIT"]
+
+TEXT_LIMIT = 20000
+"""Characters kept of an error message or a traceback."""
+
+
+class _Capped(io.StringIO):
+    """Printed output, truncated to ``limit`` characters."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    def write(self, text: str) -> int:
+        room = self.limit - self.tell()
+        if room > 0:
+            super().write(str(text)[:room])
+        return len(text)
+
+
+@contextlib.contextmanager
+def _captured(limit: int) -> io.StringIO:
+    out = _Capped(limit)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        yield out
+
+
+def serve(channel: Channel) -> None:
+    """Say ready, then answer requests until the grader closes the channel."""
+    namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
+    channel.send({"ready": True})
+    patched = False  # has student code run since the protected namespaces were last put back?
+    while True:
+        try:
+            request, blobs = channel.receive()
+        except ChannelClosed:
+            return
+        if request.get("op") == "exec":
+            reply, reply_blobs = _execute(request, namespace), []
+            patched = True
+        else:
+            if patched:
+                protect()  # best effort: undo the student's patching of torch and of the guard
+                patched = False
+            reply, reply_blobs = _evaluate(request, blobs, namespace)
+        channel.send({"id": request.get("id"), **reply}, reply_blobs)
+
+
+def _execute(request: dict, namespace: dict) -> dict:
+    source, filename = request["source"], f"<cell {request['index']}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # the student's lines in tracebacks
+    status, error = "ok", ""
+    with _captured(request["output_chars"]) as out:
+        try:
+            exec(compile(source, filename, "exec"), namespace)
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt from a cell are its failure too
+            status, error = "error", _student_trace(exc)
+        finally:
+            sys.settrace(None)
+            sys.setprofile(None)
+    return {"status": status, "stdout": out.getvalue(), "error": error[:TEXT_LIMIT]}
+
+
+def _student_trace(error: BaseException) -> str:
+    try:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<cell")]
+        return "".join(traceback.format_list(frames) + [describe_error(error)]).rstrip()
+    except Exception:  # a traceback that cannot be formatted still names the exception
+        return describe_error(error)
+
+
+def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict, list[bytes]]:
+    exercise = get_exercise(request["key"])
+    case = Case("", dtype=wire.DTYPES[request["dtype"]], grad=request["grad"])
+    arguments = wire.decode(request["call"], blobs, modules=True)
+    call = Call(*arguments["args"], **arguments["kwargs"])
+    dims, weights = wire.decode(request["dims"], blobs), wire.decode(request["weights"], blobs)
+    name = request["name"]
+    with _captured(request["output_chars"]) as out:
+        try:
+            if name not in namespace:
+                raise NameError(f"name {name!r} is not defined (did the cell that defines it run without error?)")
+            impl = namespace[name]
+            if not callable(impl):
+                return {"invalid": f"`{name}` should be a function or class, got {type(impl).__name__}",
+                        "stdout": out.getvalue()}, []
+            outcome = LocalCandidate(impl).evaluate(exercise, case, call, dims, request["seed"], weights)
+        except CheckFailed as failure:
+            return {"failed": str(failure)[:TEXT_LIMIT], "stdout": out.getvalue()}, []
+        except BaseException as error:  # SystemExit, KeyboardInterrupt, GeneratorExit from the student's code
+            outcome = Outcome(error=describe_error(error), error_type=type(error).__name__)
+        finally:
+            sys.settrace(None)
+            sys.setprofile(None)
+    reply_blobs: list[bytes] = []
+    try:
+        output = wire.encode(outcome.output, reply_blobs, path="your output")
+        grads = wire.encode(outcome.grads, reply_blobs, path="the gradients")
+    except wire.WireError as error:
+        return {"invalid": str(error)[:TEXT_LIMIT], "stdout": out.getvalue()}, []
+    encoded = {"output": output, "grads": grads, "error": _text(outcome.error), "error_type": _text(outcome.error_type),
+               "trace": outcome.trace[:TEXT_LIMIT]}
+    return {"outcome": encoded, "stdout": out.getvalue()}, reply_blobs
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else value[:TEXT_LIMIT]

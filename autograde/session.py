@@ -1,0 +1,184 @@
+"""Grading one notebook: its cells run in a sandboxed runner, its checks run here.
+
+The trusted side of the boundary. For each notebook `run_notebook` takes a fresh runner from
+the slot's `Sandbox` and goes through the cells of the merged notebook (`autograde.notebook`):
+
+* a student's cell or a locked setup cell is sent to the runner, which executes it;
+* a test cell is never sent: its check calls are read from the source (`autograde.testcells`)
+  and each check runs here, with a `RemoteCandidate`: inputs (and a module's weights) go to
+  the runner, which calls the student's function and sends back its output and gradients as
+  plain data (`autograde.wire`). The reference, the comparison and the verdict stay here.
+
+The runner's word is data, checked strictly, and it never carries a score. A reply that does
+not come in time, a runner that dies, or a reply that is malformed, unsolicited, out of order
+or oversized costs the cell it happened in: the runner is killed, the cell scores nothing, and
+the notebook runs again from the start in a fresh runner without that cell (at most
+``MAX_RESTARTS`` times). Test cells keep the verdict they already had.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from . import wire
+from .channel import BadMessage, ChannelClosed, ChannelError, ChannelTimeout
+from .checking import Candidate, Case, CheckFailed, Exercise, get_exercise, passed_line
+from .evaluation import Outcome
+from .inputs import Call
+from .notebook import GradedCell
+from .sandbox import Limits, Runner, Sandbox
+from .testcells import parse_test_cell
+
+__all__ = ["RemoteCandidate", "NotebookResult", "run_notebook", "MAX_RESTARTS", "RUNNABLE"]
+
+MAX_RESTARTS = 6
+RUNNABLE = ("student", "test", "locked")  # markdown and widget cells are not executed
+
+
+class RemoteCandidate(Candidate):
+    """The student's ``name`` in the runner: each evaluation is one request, and the reply is
+    decoded strictly; what the student's code printed is collected in ``stdout``."""
+
+    def __init__(self, runner: Runner, key: str, name: str, deadline: float, stdout: list[str], limits: Limits):
+        self.runner, self.key, self.name, self.deadline, self.stdout = runner, key, name, deadline, stdout
+        self.limits = limits
+
+    def evaluate(self, exercise: Exercise, case: Case, call: Call, dims, seed: int,
+                 weights: dict[str, torch.Tensor] | None) -> Outcome:
+        blobs: list[bytes] = []
+        request = {"op": "evaluate", "key": self.key, "name": self.name, "seed": seed, "grad": case.grad,
+                   "output_chars": self.limits.output_chars + 1,
+                   "dtype": str(case.dtype).removeprefix("torch."),
+                   "call": wire.encode({"args": list(call.args), "kwargs": call.kwargs}, blobs, path="the inputs",
+                                       modules=True),
+                   "dims": wire.encode(dict(dims), blobs), "weights": wire.encode(weights, blobs)}
+        reply, reply_blobs = self.runner.request(request, blobs, self.deadline)
+        self.stdout.append(_text(reply, "stdout"))
+        chars = self.limits.message_chars
+        if "invalid" in reply:
+            raise CheckFailed(_text(reply, "invalid")[:chars])
+        if "failed" in reply:
+            raise CheckFailed(_text(reply, "failed")[:chars])
+        return _outcome(reply.get("outcome"), reply_blobs, chars)
+
+
+def _text(reply: dict, key: str) -> str:
+    value = reply.get(key, "")
+    if type(value) is not str:
+        raise BadMessage(f"a reply whose {key!r} is not text")
+    return value
+
+
+def _outcome(tree: object, blobs: list[bytes], chars: int) -> Outcome:
+    if type(tree) is not dict or set(tree) != {"output", "grads", "error", "error_type", "trace"}:
+        raise BadMessage("a malformed evaluation reply")
+    try:
+        output = wire.decode(tree["output"], blobs)
+        grads = wire.decode(tree["grads"], blobs)
+    except wire.WireError as error:
+        raise BadMessage(f"a reply that is not plain data ({error})") from None
+    if type(grads) is not list or any(g is not None and type(g) is not torch.Tensor for g in grads):
+        raise BadMessage("gradients that are not a list of tensors")
+    texts = [tree["error"], tree["error_type"], tree["trace"]]
+    if any(t is not None and type(t) is not str for t in texts) or type(tree["trace"]) is not str:
+        raise BadMessage("an error report that is not text")
+    return Outcome(output, grads, *(None if t is None else t[:chars] for t in texts))
+
+
+@dataclass
+class NotebookResult:
+    """Per runnable-or-not cell: ``{"status", "stdout", "error"}``; and what to flag."""
+
+    results: list[dict]
+    flags: set[str] = field(default_factory=set)
+
+
+def run_notebook(sandbox: Sandbox, cells: list[GradedCell], limits: Limits) -> NotebookResult:
+    """Run ``cells`` (see the module docstring); every cell gets a result."""
+    done = NotebookResult([{"status": "skipped", "stdout": "", "error": "not run"} for _ in cells])
+    deadline = time.monotonic() + limits.notebook_timeout
+    skip: set[int] = set()
+    checked: set[int] = set()  # test cells with a verdict, kept across restarts
+    for _ in range(MAX_RESTARTS + 1):
+        kills_before = sandbox.oom_kills()
+        runner = sandbox.spawn()
+        culprit, problem = None, None
+        for index, cell in enumerate(cells):
+            if cell.kind not in RUNNABLE or index in skip or index in checked:
+                continue
+            cell_deadline = min(time.monotonic() + limits.cell_timeout, deadline)
+            try:
+                done.results[index] = _run_cell(runner, index, cell, cell_deadline, limits, done.flags)
+            except ChannelError as error:
+                culprit, problem = index, error
+                break
+            if cell.kind == "test":
+                checked.add(index)
+        if culprit is None and runner.channel.pending():
+            done.flags.add("bad-reply")  # something wrote to the channel after the last reply
+        status = sandbox.end(runner)
+        if culprit is None:
+            break
+        oom = sandbox.oom_kills() > kills_before
+        done.results[culprit] = _failure(problem, status, oom, limits)
+        done.flags.add({ChannelTimeout: "timeout", ChannelClosed: "crashed"}.get(type(problem), "bad-reply"))
+        if oom:
+            done.flags.add("memory-limit")
+        skip.add(culprit)
+        if time.monotonic() >= deadline:
+            break
+    _cap_output(done.results, limits, done.flags)
+    return done
+
+
+def _run_cell(runner: Runner, index: int, cell: GradedCell, deadline: float, limits: Limits,
+              flags: set[str]) -> dict:
+    if cell.kind != "test":
+        reply = runner.execute(index, cell.source, deadline, limits.output_chars + 1)
+        return {"status": reply["status"], "stdout": _capped(reply["stdout"], limits, flags),
+                "error": reply["error"][:limits.message_chars]}
+    lines: list[str] = []
+    for check in parse_test_cell(cell.source):
+        printed: list[str] = []
+        exercise = get_exercise(check.key)
+        report = exercise.run(RemoteCandidate(runner, check.key, check.name, deadline, printed, limits), check.hidden)
+        lines += [p for p in printed if p]
+        if report.forbidden_call:
+            flags.add("forbidden-call")
+        if not report.passed:
+            return {"status": "error", "stdout": _capped("".join(lines), limits, flags), "error": report.message}
+        lines.append(passed_line(report, check.hidden) + "\n")
+    return {"status": "ok", "stdout": _capped("".join(lines), limits, flags), "error": ""}
+
+
+def _capped(text: str, limits: Limits, flags: set[str]) -> str:
+    if len(text) <= limits.output_chars:
+        return text
+    flags.add("output-truncated")
+    return text[:limits.output_chars] + "\n[output truncated]"
+
+
+def _failure(problem: ChannelError, status: str, oom: bool, limits: Limits) -> dict:
+    if isinstance(problem, ChannelTimeout):
+        message = f"this cell ran longer than {limits.cell_timeout:g} s (an infinite loop?) and was stopped"
+        return {"status": "timeout", "stdout": "", "error": message}
+    if isinstance(problem, ChannelClosed):
+        cause = (f"it used more than the {limits.memory_mb} MB of memory allowed" if oom else
+                 "os._exit, a crash, or more memory than allowed")
+        return {"status": "crashed", "stdout": "",
+                "error": f"the Python process died while running this cell ({status}): {cause}"}
+    return {"status": "bad-reply", "stdout": "",
+            "error": f"the grader stopped this cell: the process running it sent {problem}"}
+
+
+def _cap_output(results: list[dict], limits: Limits, flags: set[str]) -> None:
+    """The notebook's printed output, cut where it passes ``notebook_output_chars`` in all."""
+    room = limits.notebook_output_chars
+    for result in results:
+        kept = result["stdout"][:max(room, 0)]
+        if len(kept) < len(result["stdout"]):
+            flags.add("output-truncated")
+            result["stdout"] = kept + "\n[output truncated]"
+        room -= len(kept)

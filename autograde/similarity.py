@@ -1,0 +1,107 @@
+"""Near copies: a solution that is (almost) tfm_ref's source, or another student's solution.
+
+A flag for the instructor to look at, never a score. Each solution cell is reduced to tokens
+with the names of variables, strings and numbers normalised (renaming changes nothing; the
+names of attributes and functions called stay), cut into k-grams, and winnowed (Schleimer,
+Wilkerson and Aiken 2003: the smallest hash in every window of ``WINDOW`` k-grams) into a set
+of fingerprints. The fingerprints of the released stub (the signature and docstring every
+student starts from) are dropped. A cell with at least ``MIN_FINGERPRINTS`` left is flagged
+
+* ``similar-to:tfm_ref.<module>.<name>`` when ``OVERLAP`` of its fingerprints are in the
+  source of one function or class of tfm_ref;
+* ``similar-to:<student_id>`` when its fingerprints and those of the same cell of another
+  student agree that much (Jaccard).
+
+Short solutions that everyone writes the same way (``x.transpose(1, 2)``) stay under the size
+threshold: they say nothing about copying.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import keyword
+import tokenize
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from .course import ROOT
+
+__all__ = ["fingerprints", "similarity_flags", "K", "WINDOW", "MIN_FINGERPRINTS", "OVERLAP"]
+
+K = 7  # tokens per k-gram
+WINDOW = 4  # k-grams per winnowing window
+MIN_FINGERPRINTS = 25
+OVERLAP = 0.8
+TFM_REF = ROOT / "tfm_ref"
+_SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
+         tokenize.ENDMARKER}
+
+
+def _tokens(source: str) -> list[str]:
+    tokens: list[str] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type in _SKIP:
+                continue
+            if token.type == tokenize.NAME:
+                after_dot = bool(tokens) and tokens[-1] == "."
+                tokens.append(token.string if after_dot or keyword.iskeyword(token.string) else "v")
+            elif token.type == tokenize.STRING:
+                tokens.append("s")
+            elif token.type == tokenize.NUMBER:
+                tokens.append("0")
+            else:
+                tokens.append(token.string)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass  # a cell that does not tokenize to the end is fingerprinted as far as it goes
+    return tokens
+
+
+def fingerprints(source: str) -> set[int]:
+    """The winnowed fingerprints of ``source`` (see the module docstring)."""
+    tokens = _tokens(source)
+    hashes = [zlib.crc32(" ".join(tokens[i:i + K]).encode()) for i in range(len(tokens) - K + 1)]
+    if len(hashes) <= WINDOW:
+        return set(hashes)
+    return {min(hashes[i:i + WINDOW]) for i in range(len(hashes) - WINDOW + 1)}
+
+
+def _tfm_ref_pieces(package: Path) -> Iterator[tuple[str, set[int]]]:
+    """(``tfm_ref.module.Name``, fingerprints) for every top-level function and class of tfm_ref."""
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        for node in ast.parse(source).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                yield f"{module}.{node.name}", fingerprints(ast.get_source_segment(source, node) or "")
+
+
+def similarity_flags(rows: list[dict], stubs: dict[tuple[str, str], str], package: Path = TFM_REF) -> list[set[str]]:
+    """The similarity flags of each row (rows carry ``code``: grade_id → the student's solution).
+
+    ``stubs`` ((assignment, grade_id) → the released cell) are subtracted first; ``package`` is
+    tfm_ref's source folder.
+    """
+    pieces = list(_tfm_ref_pieces(package))
+    prints: list[dict[str, set[int]]] = []
+    for row in rows:
+        cells = {}
+        for grade_id, code in row.get("code", {}).items():
+            found = fingerprints(code) - fingerprints(stubs.get((row["assignment"], grade_id), ""))
+            if len(found) >= MIN_FINGERPRINTS:
+                cells[grade_id] = found
+        prints.append(cells)
+    flags: list[set[str]] = [set() for _ in rows]
+    for i, row in enumerate(rows):
+        for grade_id, mine in prints[i].items():
+            for name, theirs in pieces:
+                if len(mine & theirs) >= OVERLAP * len(mine):
+                    flags[i].add(f"similar-to:{name}")
+            for j in range(i + 1, len(rows)):
+                other = prints[j].get(grade_id)
+                if other and rows[j]["assignment"] == row["assignment"] \
+                        and len(mine & other) >= OVERLAP * len(mine | other):
+                    flags[i].add(f"similar-to:{rows[j]['student_id']}")
+                    flags[j].add(f"similar-to:{row['student_id']}")
+    return flags

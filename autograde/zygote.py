@@ -1,0 +1,146 @@
+"""The pristine process that forks a fresh, isolated runner for every notebook.
+
+``python -m autograde.zygote CONTROL_FD`` runs inside the sandbox (`autograde.sandbox`), once
+per grading slot. It imports torch, tfm_ref and every chapter's checks, warms them up and
+records the protected namespaces, and then only forks: it never runs a student's code, so
+every runner starts from the same untouched state, warm, in milliseconds.
+
+For each notebook it forks a *warden*, which enters fresh namespaces (`autograde.isolation`)
+and forks the *runner*, PID 1 of a new PID namespace, with no privileges, resource limits, an
+empty environment and a single file descriptor: its end of the data socket the grader passed
+in. When the grader ends the notebook, the warden kills the runner, and the kernel kills
+whatever the runner left behind with it.
+
+Commands on the control socket (a SOCK_SEQPACKET socket: one JSON object per packet):
+
+    {"op": "spawn", "id": 7, "limits": {...}}  + the data socket's fd  → {"spawned": 7}
+    {"op": "end", "id": 7}                                              → {"ended": 7, "status": "signal SIGKILL"}
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+
+__all__ = ["main", "describe_status"]
+
+ENV = {"HOME": "/tmp", "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+       "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+"""The runner's whole environment."""
+
+
+def describe_status(code: int) -> str:
+    """The warden's exit code (the runner's fate, see `_warden`) in words."""
+    if code >= 128:
+        try:
+            return f"signal {signal.Signals(code - 128).name}"
+        except ValueError:
+            return f"signal {code - 128}"
+    return f"exit status {code}"
+
+
+def _warm_up() -> None:
+    """Import and exercise everything a runner uses once, so that each forked runner starts warm."""
+    import torch
+
+    torch.set_num_threads(1)  # one core per slot; keeps OpenMP idle so that fork stays safe
+    from . import runner  # noqa: F401  (imported here, before any student code, like everything else)
+    from .checking import protect
+    from .exercises import load_all
+
+    for chapter in load_all():
+        for exercise in chapter.EXERCISES:
+            exercise.run(exercise.reference, hidden=True, guarded=False, seed=0)
+    protect()
+
+
+def _runner(data_fd: int, limits: dict) -> None:
+    """PID 1 of the notebook's namespaces: drop everything, then serve the grader's requests."""
+    from . import isolation
+    from .channel import Channel
+    from .runner import serve
+
+    isolation.drop_privileges(signal.SIGKILL)
+    isolation.limit_resources(processes=limits["processes"], open_files=256, file_mb=limits["tmp_mb"],
+                              memory_mb=None if limits["cgroup"] else limits["memory_mb"])
+    isolation.close_other_fds(keep=data_fd)
+    os.environ.clear()
+    os.environ.update(ENV)
+    os.chdir("/tmp")
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    serve(Channel(socket.socket(fileno=data_fd)))
+
+
+def _warden(data_fd: int, limits: dict) -> None:
+    """Enter fresh namespaces, fork the runner, wait for it; SIGTERM kills the runner."""
+    from . import isolation
+
+    # Dumpable again, to write its own uid map. Its runner still cannot ptrace it or read its
+    # /proc files: the warden keeps capabilities in the new user namespace that the runner lacks.
+    isolation.set_dumpable(True)
+    isolation.enter_fresh_namespaces(limits["tmp_mb"])
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _runner(data_fd, limits)
+        finally:
+            os._exit(0)
+    os.close(data_fd)
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    _, status = os.waitpid(pid, 0)
+    os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else min(os.WEXITSTATUS(status), 127))
+
+
+def _spawn(control: socket.socket, data_fd: int, limits: dict) -> int:
+    # SIGTERM stays blocked in the warden until its handler is in place: ending a notebook at
+    # once must kill the runner, never orphan it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    pid = os.fork()
+    if pid == 0:
+        try:
+            control.close()
+            _warden(data_fd, limits)
+        except BaseException as error:
+            print(f"autograde.zygote: could not isolate a runner: {error}", file=sys.stderr, flush=True)
+        finally:
+            os._exit(126)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    os.close(data_fd)
+    return pid
+
+
+def _end(pid: int) -> str:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    _, status = os.waitpid(pid, 0)
+    return describe_status(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def main(control_fd: int) -> None:
+    control = socket.socket(fileno=control_fd)
+    _warm_up()
+    from .isolation import set_dumpable
+
+    set_dumpable(False)  # runners cannot ptrace this process nor read its memory
+    control.send(json.dumps({"ready": True}).encode())
+    wardens: dict[int, int] = {}
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, 65536, 1)
+        if not message:
+            return
+        command = json.loads(message)
+        if command["op"] == "spawn":
+            wardens[command["id"]] = _spawn(control, fds[0], command["limits"])
+            control.send(json.dumps({"spawned": command["id"]}).encode())
+        elif command["op"] == "end":
+            status = _end(wardens.pop(command["id"]))
+            control.send(json.dumps({"ended": command["id"], "status": status}).encode())
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

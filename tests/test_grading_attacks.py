@@ -1,0 +1,305 @@
+"""The hostile student: every way a submission may try to forge, steal or spoil grades, graded in one
+class by the real pipeline. Each attack must earn nothing it did not write without a flag, and change
+no other student's row.
+
+One slot grades the class in order, so every attack is followed, in the same sandbox, by a probe: a
+correct submission that looks for anything an earlier notebook left behind (files, processes, shared
+memory, sockets) or the grader's environment, and breaks its own answer if it finds any. A probe
+with full marks proves the attack before it touched nobody.
+"""
+import csv
+import json
+import os
+
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+
+from autograde.audit import audit
+from autograde.classroom import solved_notebook, untouched_notebook, write_submission
+from autograde.feedback import feedback_path
+from autograde.grade import grade
+from autograde.release import release
+from autograde.sandbox import Limits, sandbox_available
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")]
+
+A, KV = "ch01_attention", "ch02_multihead"
+SECRET_NAME, SECRET = "AUTOGRADE_ATTACK_SECRET", "hunter2-instructor-token"
+MARKER = "autograde-attack-marker"
+WRONG = "def softmax(x, dim=-1):\n    return x\n"
+RIGHT = ("def softmax(x, dim=-1):\n    m = x.amax(dim=dim, keepdim=True)\n    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))\n"
+         "    e = torch.exp(x - m)\n    s = e.sum(dim=dim, keepdim=True)\n    return e / torch.where(s == 0, torch.ones_like(s), s)\n")
+FIND_SOCKET = ("import os, socket\n"
+               "fds = [int(f) for f in os.listdir('/proc/self/fd') if os.path.exists(f'/proc/self/fd/{f}')\n"
+               "       and os.readlink(f'/proc/self/fd/{f}').startswith('socket:')]\n"
+               "channel = socket.socket(fileno=os.dup(fds[0]))\n")
+FRAME = ("import json, struct\n"
+         "def frame(header, blobs=()):\n"
+         "    body = json.dumps(header).encode()\n"
+         "    out = struct.pack('>4sII', b'AGW1', len(body), len(blobs)) + body\n"
+         "    return out + b''.join(struct.pack('>Q', len(b)) + b for b in blobs)\n")
+PERFECT = '{"t": "tensor", "dtype": "float32", "shape": [1], "blob": 0}'
+
+PROBE = f"""
+import ctypes, glob, os, socket
+found = glob.glob('/tmp/*') + glob.glob('/dev/shm/*') + glob.glob('/tmp/.*')
+if {SECRET_NAME!r} in os.environ:
+    found.append('environment')
+for pid in [p for p in os.listdir('/proc') if p.isdigit()]:
+    for part in ('environ', 'cmdline'):
+        try:
+            text = open(f'/proc/{{pid}}/{{part}}', 'rb').read()
+        except OSError:
+            continue
+        if b{SECRET!r} in text or b{MARKER!r} in text:
+            found.append(f'/proc/{{pid}}/{{part}}')
+try:
+    socket.socket(socket.AF_UNIX).connect('\\0{MARKER}')
+    found.append('socket')
+except OSError:
+    pass
+if ctypes.CDLL(None).shmget(0x5eed, 0, 0) != -1:
+    found.append('sysv shm')
+print('leftovers:', found)
+if found:
+    softmax = lambda x, dim=-1: x  # a leak costs this probe its points, which the test sees
+"""
+
+PROBE_FLAGS = audit([PROBE])  # what a probe's own code is flagged for (it reads /proc and uses ctypes)
+
+# student -> (cells inserted before the softmax tests, {grade_id: answer}, notebook); the answer to the
+# attacked exercise is wrong unless the attack itself makes it right.
+ATTACKS = {
+    # Forged results on every channel: stdout, stderr, fd 1 and 2, the runner's own socket.
+    "forges_stdout": ([
+        'import json, os, sys\n'
+        'print(json.dumps({"results": [{"status": "ok", "stdout": "", "error": ""}] * 40}))\n'
+        'print(\'{"ready": true}\')\nprint("✓ softmax: 7 visible and hidden checks passed (0.01 s)")\n'
+        'sys.stderr.write("✓ softmax: passed\\n")\n'
+        'os.write(1, b\'{"results": [{"status": "ok"}]}\\n\')\nos.write(2, b"score: 10/10\\n")'], {"softmax": WRONG}),
+    "forges_a_reply_in_advance": ([FIND_SOCKET + FRAME +
+        f'channel.sendall(frame({{"id": "0" * 16, "outcome": {{"output": {PERFECT}, "grads": {{"t": "list", "items": []}},'
+        '"error": None, "error_type": None, "trace": ""}, "stdout": ""}, [b"\\0" * 4]))'], {"softmax": WRONG}),
+    "writes_garbage_to_the_socket": ([FIND_SOCKET + "channel.sendall(b'x')"], {"softmax": WRONG}),
+    "floods_the_socket": ([FIND_SOCKET + "channel.sendall(b'\\xff' * 2**22)"], {"softmax": WRONG}),
+    "replies_twice_during_the_check": ([], {"softmax": FIND_SOCKET.replace("\n", "\n    ").join(
+        ["def softmax(x, dim=-1):\n    import sys\n    ", FRAME.replace("\n", "\n    "),
+         "f = sys._getframe()\n    while f and 'request' not in f.f_locals:\n        f = f.f_back\n"
+         "    request = f.f_locals['request'] if f else {'id': '?'}\n"
+         "    channel.sendall(frame({'id': request['id'], 'status': 'ok', 'stdout': '', 'error': ''}))\n"
+         "    return x\n"])}),
+    # A fake grader: builtins, import hooks, sys.modules.
+    "fakes_the_grader": ([
+        "import builtins, sys, types\n"
+        "fake = types.ModuleType('autograde')\nfake.check = lambda *a, **k: print('✓ passed')\n"
+        "sys.modules['autograde'] = fake\nsys.modules['autograde.checking'] = fake\n"
+        "real_import = builtins.__import__\n"
+        "builtins.__import__ = lambda name, *a, **k: fake if name.startswith('autograde') else real_import(name, *a, **k)\n"
+        "class Finder:\n    def find_spec(self, name, path=None, target=None):\n        return None\n"
+        "sys.meta_path.insert(0, Finder())\n"
+        "import torch\ntorch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True"], {"softmax": WRONG}),
+    # Outputs that lie about comparisons.
+    "returns_a_lying_tensor": ([], {"softmax":
+        "class Always(torch.Tensor):\n    def __eq__(self, other):\n        return True\n"
+        "    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        if func.__name__ in ('allclose', 'equal', 'isclose'):\n            return True\n"
+        "        return super().__torch_function__(func, types, args, kwargs or {})\n\n"
+        "def softmax(x, dim=-1):\n    return x.as_subclass(Always)\n"}),
+    # Looking for the expected values: frames, gc.
+    "walks_frames_and_gc_for_answers": ([], {"softmax":
+        "import gc, sys\n\ndef softmax(x, dim=-1):\n    candidates = []\n    f = sys._getframe(1)\n    while f:\n"
+        "        candidates += [v for v in f.f_locals.values() if isinstance(v, torch.Tensor)]\n        f = f.f_back\n"
+        "    candidates += [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]\n"
+        "    for c in candidates:\n        if c.shape == x.shape and c is not x and not torch.equal(c, x) and c.dtype == x.dtype:\n"
+        "            rows = c.sum(dim)\n            if torch.allclose(rows, torch.ones_like(rows)):\n                return c.clone()\n"
+        "    return x\n"}),
+    # Mutating the grader's objects: gc, a thread, a signal handler.
+    "mutates_the_checks_by_gc_thread_and_signal": ([
+        "import gc, signal, threading, time\n"
+        "def bend():\n"
+        "    for o in gc.get_objects():\n"
+        "        if type(o).__name__ in ('Exercise', 'Case'):\n"
+        "            for k in ('atol', 'rtol'):\n                if hasattr(o, k):\n                    object.__setattr__(o, k, 1e30)\n"
+        "            if hasattr(o, 'reference'):\n                object.__setattr__(o, 'reference', lambda x, *a, **k: x)\n"
+        "    import autograde.comparison as c, autograde.checking as k\n"
+        "    c.compare = lambda *a, **kw: None\n    k.compare = lambda *a, **kw: None\n    c._allclose = lambda *a, **kw: True\n"
+        "def loop():\n    while True:\n        bend()\n        time.sleep(0.001)\n"
+        "threading.Thread(target=loop, daemon=True).start()\n"
+        "signal.signal(signal.SIGALRM, lambda *a: bend())\nsignal.setitimer(signal.ITIMER_REAL, 0.002, 0.002)"],
+        {"softmax": WRONG}),
+    # Leaving things behind for the next notebook: processes, files, shared memory, a socket.
+    "leaves_processes_and_files_behind": ([
+        "import ctypes, os, socket, subprocess, time\n"
+        f"open('/tmp/{MARKER}', 'w').write('x')\nopen('/dev/shm/{MARKER}', 'w').write('x')\n"
+        "ctypes.CDLL(None).shmget(0x5eed, 4096, 0o1666)\n"
+        f"subprocess.Popen(['sh', '-c', 'sleep 100; echo {MARKER}'], start_new_session=True)\n"
+        "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        f"        s = socket.socket(socket.AF_UNIX)\n        s.bind('\\0{MARKER}')\n        s.listen()\n"
+        "        time.sleep(100)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.2)"], {}),
+    "kills_and_stops_everything_it_can": (["import os, signal\nfor sig in (signal.SIGSTOP, signal.SIGKILL):\n"
+                                          "    try:\n        os.kill(-1, sig)\n    except OSError:\n        pass"], {}),
+    # Reading what it should not: the grader's environment, the course's files. Only a leak makes it right.
+    "reads_the_environment": ([f"""
+import os
+leaked = {SECRET_NAME!r} in os.environ
+for pid in [p for p in os.listdir('/proc') if p.isdigit()]:
+    try:
+        leaked |= b{SECRET!r} in open(f'/proc/{{pid}}/environ', 'rb').read()
+    except OSError:
+        pass
+exec({RIGHT!r} if leaked else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
+    "reads_the_course_files": ([f"""
+import glob
+found = [p for pattern in ('/**/solutions/*/*.md', '/**/gradebook.db', '/**/grades.csv', '/**/{MARKER}.ipynb')
+         for p in glob.glob(pattern, recursive=True)]
+exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
+    # A runner that hangs, stops, closes its socket, or dies: costs the cell it happens in.
+    "hangs_in_the_check": ([], {"softmax": "def softmax(x, dim=-1):\n    while True:\n        pass\n"}),
+    "closes_its_socket": ([FIND_SOCKET + "os.close(fds[0])"], {}),
+    "breaks_its_interpreter": (["import sys, builtins\nsys.setrecursionlimit(40)\ndel builtins.len"], {}),
+    # Output and replies too large.
+    "prints_without_end": (["import os\nprint('x' * 50_000_000)\nos.write(1, b'y' * 10_000_000)"], {"softmax":
+        "def softmax(x, dim=-1):\n    print('z' * 10_000_000)\n    return x\n"}),
+    "returns_a_huge_tensor": ([], {"softmax": "def softmax(x, dim=-1):\n    return torch.zeros(10**8)\n"}),
+}
+
+
+def _with_cells(nb, cells, before="softmax_visible"):
+    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == before)
+    nb.cells[index:index] = [nbformat.v4.new_code_cell(code) for code in cells]
+    return nb
+
+
+def _malformed():
+    """Notebooks whose nbgrader metadata and cells have the wrong types (valid JSON, invalid notebook)."""
+    base = json.loads(nbformat.writes(solved_notebook(A, {"softmax": WRONG})))
+    variants = {}
+    for name, change in {
+        "grade_id_is_a_number": lambda c: c["metadata"]["nbgrader"].__setitem__("grade_id", 7),
+        "grade_id_is_a_list": lambda c: c["metadata"]["nbgrader"].__setitem__("grade_id", ["softmax"]),
+        "points_are_text": lambda c: c["metadata"]["nbgrader"].__setitem__("points", "all of them"),
+        "metadata_is_a_list": lambda c: c.__setitem__("metadata", ["nbgrader"]),
+        "source_is_a_dict": lambda c: c.__setitem__("source", {"code": "x"}),
+    }.items():
+        nb = json.loads(json.dumps(base))
+        for cell in nb["cells"]:
+            if cell.get("metadata", {}).get("nbgrader"):
+                change(cell)
+        variants[name] = json.dumps(nb)
+    variants["cells_is_a_dict"] = json.dumps({**base, "cells": {"0": base["cells"][0]}})
+    variants["nbformat_99"] = json.dumps({**base, "nbformat": 99})
+    variants["not_a_notebook"] = json.dumps([1, 2, 3])
+    return variants
+
+
+MALFORMED = _malformed()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("attacks")
+    db_url = f"sqlite:///{tmp}/gradebook.db"
+    release([A, KV], db_url)
+    subs = tmp / "submitted"
+    students = []
+
+    def submit(student, assignment, nb):
+        write_submission(subs, student, assignment, nb)
+        students.append(student)
+
+    for number, (attack, (cells, answers)) in enumerate(ATTACKS.items()):
+        submit(f"{number:02d}a_{attack}", A, _with_cells(solved_notebook(A, answers), cells))
+        submit(f"{number:02d}b_probe", A, _with_cells(solved_notebook(A), [PROBE]))
+    lying_int = ("class Always(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n\n"
+                 "def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):\n"
+                 "    return Always(0)\n")
+    submit("50a_returns_a_lying_int", KV, solved_notebook(KV, {"kv_cache_bytes": lying_int}))
+    for number, (name, text) in enumerate(MALFORMED.items(), start=60):
+        submit(f"{number}a_malformed_{name}", A, text)
+        submit(f"{number}b_probe", A, _with_cells(solved_notebook(A), [PROBE]))
+    submit("99_untouched", A, untouched_notebook(A))
+    out = tmp / "out"
+    os.environ[SECRET_NAME] = SECRET  # in the grader's environment, as an instructor's API key would be
+    try:
+        rows = grade(subs, out, jobs=1, db_url=db_url, limits=Limits(cell_timeout=6), progress=False)
+    finally:
+        del os.environ[SECRET_NAME]
+    with (out / "grades.csv").open() as f:
+        table = {r["student_id"]: r for r in csv.DictReader(f)}
+    return SimpleNamespace(rows={r["student_id"]: r for r in rows}, table=table, students=students, out=out)
+
+
+def _row(graded, prefix):
+    return next(row for student, row in graded.rows.items() if student.startswith(prefix))
+
+
+def test_every_submission_has_a_row(graded):
+    assert set(graded.rows) == set(graded.table) == set(graded.students)
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_an_attack_earns_nothing_it_did_not_write(graded, attack):
+    row = _row(graded, f"{list(ATTACKS).index(attack):02d}a_")
+    if ATTACKS[attack][1]:  # the attacked answer is wrong, or right only if the attack worked
+        assert row["cell_scores"]["softmax_visible"] == 0 and row["cell_scores"]["softmax_hidden"] == 0, row
+    else:  # an attack on the others: its own correct answers still count, no more
+        assert row["score"] <= row["max_score"]
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_the_next_notebook_in_the_same_sandbox_is_untouched(graded, attack):
+    probe = _row(graded, f"{list(ATTACKS).index(attack):02d}b_")
+    assert probe["score"] == probe["max_score"], probe
+    assert [f for f in probe["flags"] if not f.startswith("similar-to:")] == PROBE_FLAGS  # its own code's, no more
+
+
+@pytest.mark.parametrize(("attack", "flag"), [
+    ("forges_a_reply_in_advance", "bad-reply"),
+    ("writes_garbage_to_the_socket", "bad-reply"),
+    ("floods_the_socket", "bad-reply"),
+    ("replies_twice_during_the_check", "bad-reply"),
+    ("fakes_the_grader", "patches-modules"),
+    ("walks_frames_and_gc_for_answers", "introspection"),
+    ("mutates_the_checks_by_gc_thread_and_signal", "introspection"),
+    ("leaves_processes_and_files_behind", "runs-commands"),
+    ("kills_and_stops_everything_it_can", "runs-commands"),
+    ("reads_the_course_files", "reads-files"),
+    ("hangs_in_the_check", "timeout"),
+    ("closes_its_socket", "crashed"),
+    ("prints_without_end", "output-truncated"),
+    ("returns_a_huge_tensor", "bad-reply"),
+])
+def test_an_attack_the_grader_can_see_is_flagged(graded, attack, flag):
+    assert flag in _row(graded, f"{list(ATTACKS).index(attack):02d}a_")["flags"]
+
+
+def test_a_lying_int_is_refused_and_the_other_exercises_still_count(graded):
+    row = _row(graded, "50a_")
+    lying = {k: v for k, v in row["cell_scores"].items() if k.startswith("kv_cache_bytes")}
+    assert lying and set(lying.values()) == {0}
+    assert all(v > 0 for k, v in row["cell_scores"].items() if k not in lying)
+    assert "LyingInt" not in row["flags"] and "is a __main__.Always" in \
+        feedback_path(graded.out, row["student_id"], KV).read_text()
+
+
+def test_a_lying_tensor_is_told_to_return_a_plain_tensor(graded):
+    row = _row(graded, f"{list(ATTACKS).index('returns_a_lying_tensor'):02d}a_")
+    page = feedback_path(graded.out, row["student_id"], A).read_text()
+    assert "a subclass of torch.Tensor: return a plain tensor" in page
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_notebooks_get_a_row_of_their_own(graded, name):
+    number = 60 + list(MALFORMED).index(name)
+    row = _row(graded, f"{number}a_")
+    assert row["score"] == 0 and row["max_score"] == 10
+    probe = _row(graded, f"{number}b_")
+    assert probe["score"] == probe["max_score"]
+
+
+def test_an_untouched_notebook_scores_nothing_after_all_of_them(graded):
+    assert _row(graded, "99_")["score"] == 0

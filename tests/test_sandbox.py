@@ -1,0 +1,184 @@
+"""The sandbox a notebook runs in: unprivileged, no network, nothing of the course or the instructor,
+read-only but for an empty /tmp, and nothing left from one notebook for the next."""
+import ast
+import os
+import time
+
+import pytest
+
+from autograde.channel import ChannelClosed
+from autograde.course import ROOT
+from autograde.sandbox import Limits, Sandbox, sandbox_available
+from autograde.zygote import ENV
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")]
+
+SECRET = "AUTOGRADE_INSTRUCTOR_SECRET"
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    os.environ[SECRET] = "s3cr3t-token"  # in the grader's environment, as an instructor's API key would be
+    try:
+        with Sandbox(Limits(cell_timeout=20, tmp_mb=8, processes=16)).start() as box:
+            yield box
+    finally:
+        del os.environ[SECRET]
+
+
+def run(sandbox, *sources):
+    """Each source in one fresh runner, in order; the value of each cell's last line, printed."""
+    runner = sandbox.spawn()
+    try:
+        results = []
+        for index, source in enumerate(sources):
+            reply = runner.execute(index, source, time.monotonic() + 20, 10_000)
+            assert reply["status"] == "ok", reply["error"]
+            results.append(reply["stdout"].strip())
+        return results
+    finally:
+        sandbox.end(runner)
+
+
+def value(sandbox, source):
+    (out,) = run(sandbox, source)
+    return ast.literal_eval(out)
+
+
+def test_the_runner_has_no_privileges(sandbox):
+    status = value(sandbox, "print(dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() "
+                            "if ':\\t' in l))")
+    assert status["CapEff"] == status["CapPrm"] == status["CapBnd"] == "0000000000000000"
+    assert status["NoNewPrivs"] == "1" and status["Uid"].split()[0] != "0"
+    assert value(sandbox, "import os\nprint(os.getpid())") == 1  # PID 1 of a namespace of its own
+
+
+def test_the_environment_is_the_runners_own_and_no_process_shows_the_graders(sandbox):
+    assert value(sandbox, "import os\nprint(dict(os.environ))") == ENV
+    found = value(sandbox, f"""
+import os
+seen = []
+for pid in [p for p in os.listdir('/proc') if p.isdigit()]:
+    try:
+        seen.append(open(f'/proc/{{pid}}/environ', 'rb').read())
+    except OSError:
+        pass
+print([b'{SECRET}' in text for text in seen])""")
+    assert not any(found)
+
+
+def test_nothing_of_the_course_is_visible(sandbox):
+    visible = value(sandbox, f"import os\nprint(sorted(os.listdir({str(ROOT)!r})))")
+    assert set(visible) <= {"autograde", "tfm_ref", ".venv"}
+    home = value(sandbox, "import os\nprint([p for p in ('/root', '/home') if os.path.isdir(p) and os.listdir(p) "
+                          "and p not in __import__('sys').prefix])")
+    assert all(ROOT.is_relative_to(p) or os.path.realpath(p) in __import__("sys").base_prefix for p in home)
+
+
+def test_there_is_no_network(sandbox):
+    reached = value(sandbox, """
+import socket
+try:
+    socket.create_connection(('1.1.1.1', 53), timeout=2)
+    print(True)
+except OSError:
+    print(False)""")
+    assert reached is False
+    assert value(sandbox, "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))") == ["lo"]
+
+
+def test_only_the_fresh_tmp_and_shm_are_writable(sandbox):
+    writable = value(sandbox, """
+import os
+found = []
+for top, dirs, _ in os.walk('/', topdown=True):
+    dirs[:] = [d for d in dirs if not os.path.join(top, d).startswith(('/proc', '/sys'))]
+    try:
+        open(os.path.join(top, '.probe'), 'w').close()
+        found.append(top)
+    except OSError:
+        pass
+print(found)""")
+    assert sorted(writable) == ["/dev/shm", "/tmp"]
+
+
+def test_one_descriptor_leads_out_and_it_is_the_runners_own_socket(sandbox):
+    fds = value(sandbox, "import os\nnames = os.listdir('/proc/self/fd')\n"  # one of them was listdir's own
+                         "print({int(f): os.readlink(f'/proc/self/fd/{f}') for f in names if os.path.exists(f'/proc/self/fd/{f}')})")
+    sockets = [link for fd, link in fds.items() if link.startswith("socket:")]
+    assert len(sockets) == 1 and all(fds[fd] == "/dev/null" for fd in (0, 1, 2))
+
+
+def test_nothing_survives_into_the_next_runner(sandbox):
+    run(sandbox, """
+import os, subprocess, mmap, socket
+open('/tmp/left-behind', 'w').write('x')
+open('/dev/shm/left-behind', 'w').write('x')
+subprocess.Popen(['sleep', '987654'], start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    os.execv('/bin/sleep', ['sleep', '987655'])
+listener = socket.socket(socket.AF_UNIX)
+listener.bind('\\0autograde-left-behind')
+listener.listen()
+__import__('ctypes').CDLL(None).shmget(0x5eed, 4096, 0o1666)""")
+    after = value(sandbox, """
+import os, socket, ctypes
+procs = []
+for pid in [p for p in os.listdir('/proc') if p.isdigit()]:
+    try:
+        procs.append(open(f'/proc/{pid}/cmdline', 'rb').read())
+    except OSError:
+        pass
+try:
+    socket.socket(socket.AF_UNIX).connect('\\0autograde-left-behind')
+    listening = True
+except OSError:
+    listening = False
+print([os.listdir('/tmp'), os.listdir('/dev/shm'), any(b'98765' in p for p in procs), listening,
+       ctypes.CDLL(None).shmget(0x5eed, 4096, 0o666) != -1])""")
+    assert after == [[], [], False, False, False]
+
+
+def test_limits_stop_a_fork_bomb_a_full_disk_and_a_memory_hog(sandbox):
+    forks = value(sandbox, """
+import os, time
+n = 0
+try:
+    for _ in range(100):
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+except OSError:
+    pass
+print(n)""")
+    assert forks < sandbox.limits.processes
+    full = value(sandbox, """
+try:
+    with open('/tmp/fill', 'wb') as f:
+        for _ in range(100):
+            f.write(b'x' * 2**20)
+    print(False)
+except OSError:
+    print(True)""")
+    assert full
+    runner = sandbox.spawn()
+    try:
+        reply = runner.execute(0, "hog = [bytearray(2**30) for _ in range(64)]", time.monotonic() + 60, 1000)
+        assert sandbox.cgroup is None and "MemoryError" in reply["error"]  # the address-space rlimit
+    except ChannelClosed:
+        assert sandbox.oom_kills() > 0  # the cgroup's limit killed the runner
+    finally:
+        sandbox.end(runner)
+
+
+def test_without_a_cgroup_the_address_space_limit_stops_a_memory_hog(monkeypatch):
+    monkeypatch.setattr("autograde.sandbox.MemoryCgroup.create", lambda name: None)
+    with Sandbox(Limits(memory_mb=256)).start() as box:
+        runner = box.spawn()
+        try:
+            reply = runner.execute(0, "hog = bytearray(2**30)", time.monotonic() + 60, 1000)
+        finally:
+            box.end(runner)
+    assert "MemoryError" in reply["error"]

@@ -1,0 +1,48 @@
+"""Near copies are flagged with what they resemble; short code everyone writes alike, and the stub
+every student starts from, are not."""
+import inspect
+
+import tfm_ref
+from autograde.similarity import MIN_FINGERPRINTS, fingerprints, similarity_flags
+
+STUB = 'def rms_norm(x, weight, eps=1e-6):\n    """RMSNorm over the last axis."""\n    # YOUR CODE HERE\n    raise NotImplementedError()\n'
+
+
+def _row(student, code, assignment="ch07_norms"):
+    return {"student_id": student, "assignment": assignment, "code": {"rms_norm": code}}
+
+
+def _renamed_copy_of_tfm_ref() -> str:
+    """tfm_ref's greedy decoding with every local name changed and the comments dropped."""
+    source = inspect.getsource(tfm_ref.greedy_decode)
+    for old, new in [("memory", "enc"), ("finished", "done"), ("out", "result"), ("next_token", "tok"), ("logits", "z")]:
+        source = source.replace(old, new)
+    return "\n".join(line.split("#")[0] for line in source.splitlines())
+
+
+def test_a_renamed_copy_of_tfm_ref_is_flagged_with_the_function_it_copies():
+    flags = similarity_flags([_row("a", _renamed_copy_of_tfm_ref())], {})
+    assert "similar-to:tfm_ref.decoding.greedy_decode" in flags[0]
+
+
+def test_two_students_with_the_same_long_solution_flag_each_other_only():
+    copied = _renamed_copy_of_tfm_ref()
+    own = ("def rms_norm(x, weight, eps=1e-6):\n    ms = (x.float() ** 2).mean(-1, keepdim=True)\n"
+           "    return (x.float() * torch.rsqrt(ms + eps)).to(x.dtype) * weight\n")
+    flags = similarity_flags([_row("a", copied), _row("b", copied + "\n# tidied\n"), _row("c", own)], {})
+    assert "similar-to:b" in flags[0] and "similar-to:a" in flags[1]
+    assert flags[2] == set()
+
+
+def test_short_solutions_and_the_released_stub_are_not_evidence():
+    short = "def split_heads(x, n_heads):\n    B, T, D = x.shape\n    return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)\n"
+    assert len(fingerprints(short)) < MIN_FINGERPRINTS
+    flags = similarity_flags([_row("a", short), _row("b", short), _row("c", STUB), _row("d", STUB)],
+                             {("ch07_norms", "rms_norm"): STUB})
+    assert flags == [set(), set(), set(), set()]
+
+
+def test_the_same_cell_of_another_assignment_is_not_compared():
+    copied = _renamed_copy_of_tfm_ref()
+    flags = similarity_flags([_row("a", copied, "ch07_norms"), _row("b", copied, "ch08_encoder_decoder")], {})
+    assert not any(f.startswith("similar-to:a") or f.startswith("similar-to:b") for f in flags[0] | flags[1])
