@@ -11,7 +11,7 @@ from .decoding import greedy_decode, lm_generate
 from .feedforward import FeedForward, SwiGLU, swiglu_hidden_size
 from .from_torch import from_torch
 from .heads import merge_heads, repeat_kv, split_heads
-from .kv_cache import AttentionCache, KVCache, kv_cache_bytes
+from .kv_cache import AttentionCache, KVCache, cached_attention, kv_cache_bytes
 from .masks import causal_mask, key_mask, padding_mask
 from .multihead import MultiHeadAttention, record_attention
 from .norms import LayerNorm, RMSNorm, layer_norm, rms_norm
@@ -22,13 +22,15 @@ from .positional import (
     apply_rope,
     sinusoidal_positional_encoding,
 )
+from .tiling import online_softmax, tiled_attention
 from .transformer import Decoder, DecoderOnlyLM, Encoder, EncoderDecoderCore, TokenEmbedding, Transformer
 
 __all__ = [
     "softmax", "scaled_dot_product_attention", "sdpa_attention",
+    "online_softmax", "tiled_attention",
     "causal_mask", "padding_mask", "key_mask",
     "split_heads", "merge_heads", "repeat_kv",
-    "kv_cache_bytes", "AttentionCache", "KVCache",
+    "kv_cache_bytes", "AttentionCache", "KVCache", "cached_attention",
     "MultiHeadAttention", "record_attention",
     "sinusoidal_positional_encoding", "SinusoidalPositionalEncoding", "LearnedPositionalEncoding",
     "RotaryEmbedding", "apply_rope",

@@ -1,12 +1,16 @@
-"""Chapters 2 and 8 — the key/value cache used when decoding one token at a time.
+"""Chapters 2, 8 and 9 — the key/value cache used when decoding one token at a time.
 
-Shapes: B batch · G key/value heads · S positions seen so far · Dh head width.
+Shapes: B batch · H query heads · G key/value heads · S positions seen so far ·
+T new positions · Dh head width.
 """
 from __future__ import annotations
 
 import torch
 
-__all__ = ["AttentionCache", "KVCache", "kv_cache_bytes"]
+from .attention import scaled_dot_product_attention
+from .heads import repeat_kv
+
+__all__ = ["AttentionCache", "KVCache", "kv_cache_bytes", "cached_attention"]
 
 
 def kv_cache_bytes(
@@ -22,6 +26,42 @@ def kv_cache_bytes(
         if value < 0:
             raise ValueError(f"{name} must be non-negative, got {value}")
     return 2 * n_layers * batch * n_kv_heads * seq_len * head_dim * bytes_per_elem
+
+
+def cached_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One decoding step: append the new positions' keys and values to the cache, then attend.
+
+    The new positions are the last T of S + T, so query i sees the S cached positions and the
+    new ones up to itself (the causal mask aligned to the end). The output equals the last T
+    rows of causal attention over all S + T positions, and the returned cache equals the keys
+    and values of all of them.
+
+    Args:
+        q: (B, H, T, Dh) the new positions' queries.  k, v: (B, G, T, Dh) their keys and values.
+        k_cache, v_cache: (B, G, S, Dh) the earlier positions' (S = 0 at the first step).
+    Returns:
+        out (B, H, T, Dh), k_cache (B, G, S + T, Dh), v_cache (B, G, S + T, Dh).
+    Raises:
+        ValueError: shapes that do not fit together, or H not divisible by G.
+    """
+    if q.dim() != 4 or any(t.dim() != 4 for t in (k, v, k_cache, v_cache)):
+        raise ValueError("q, k, v, k_cache and v_cache must all be 4-D (B, heads, positions, Dh)")
+    batch, n_heads, length, head_dim = q.shape
+    if k.shape != v.shape or k.shape[0] != batch or k.shape[2] != length or k.shape[3] != head_dim:
+        raise ValueError(f"k and v must be (B, G, T, Dh) = (B={batch}, G, T={length}, Dh={head_dim}) like q, "
+                         f"got k {tuple(k.shape)} and v {tuple(v.shape)}")
+    if k_cache.shape != v_cache.shape or k_cache.shape[:2] != k.shape[:2] or k_cache.shape[3] != head_dim:
+        raise ValueError(f"k_cache and v_cache must be (B, G, S, Dh) = {(batch, k.shape[1], 'S', head_dim)}, "
+                         f"got {tuple(k_cache.shape)} and {tuple(v_cache.shape)}")
+    if n_heads % k.shape[1]:
+        raise ValueError(f"the query heads ({n_heads}) are not divisible by the key/value heads ({k.shape[1]})")
+    k_cache = torch.cat([k_cache, k], dim=-2)  # (B, G, S + T, Dh): the newest positions last
+    v_cache = torch.cat([v_cache, v], dim=-2)  # (B, G, S + T, Dh)
+    n_rep = n_heads // k.shape[1]
+    out = scaled_dot_product_attention(q, repeat_kv(k_cache, n_rep), repeat_kv(v_cache, n_rep), is_causal=True)
+    return out, k_cache, v_cache  # the cache keeps G heads: repeating is for attending only
 
 
 class AttentionCache:

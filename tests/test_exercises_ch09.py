@@ -1,0 +1,49 @@
+"""Chapter 9 checks beyond tests/test_exercises.py: the notebook's own solutions pass under the guard
+(its decoding step calls the given repeat_kv), the normaliser may not come from logsumexp, and the
+decoding step may not hand the attention to tfm_ref.
+"""
+import jupytext
+import pytest
+import torch
+
+import tfm_ref
+from autograde.course import source_markdown
+from autograde.exercises import ch09_efficient as chapter
+
+
+@pytest.fixture(scope="module")
+def notebook_solutions():
+    """The functions the instructor notebook defines: its setup and solution cells, executed."""
+    namespace = {}
+    for cell in jupytext.read(source_markdown("ch09_efficient")).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade_id") == "setup"):
+            exec(cell.source, namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("exercise", chapter.EXERCISES, ids=lambda e: e.key)
+def test_the_notebook_solutions_pass_every_hidden_check_under_the_guard(exercise, notebook_solutions):
+    report = exercise.run(notebook_solutions[exercise.name], hidden=True, seed=0)
+    assert report.passed, report.message
+
+
+def test_online_softmax_may_not_take_its_normaliser_from_logsumexp():
+    def online_softmax(x, block_size, dim=-1):
+        return torch.exp(x - x.logsumexp(dim=dim, keepdim=True))
+
+    report = chapter.ONLINE_SOFTMAX.run(online_softmax, seed=0)
+    assert not report.passed
+    assert "ForbiddenCall: your code called Tensor.logsumexp" in report.message
+
+
+def test_cached_attention_may_not_hand_the_attention_to_tfm_ref():
+    def cached_attention(q, k, v, k_cache, v_cache):
+        k_cache, v_cache = torch.cat([k_cache, k], dim=-2), torch.cat([v_cache, v], dim=-2)  # (B, G, S + T, Dh)
+        n_rep = q.shape[1] // k.shape[1]
+        keys, values = tfm_ref.repeat_kv(k_cache, n_rep), tfm_ref.repeat_kv(v_cache, n_rep)  # (B, H, S + T, Dh)
+        return tfm_ref.scaled_dot_product_attention(q, keys, values, is_causal=True), k_cache, v_cache
+
+    report = chapter.CACHED_ATTENTION.run(cached_attention, seed=0)
+    assert not report.passed
+    assert "your code called tfm_ref.attention.scaled_dot_product_attention" in report.message
