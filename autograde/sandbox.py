@@ -254,7 +254,7 @@ class Sandbox:
         return staged
 
     def _bwrap(self, binds: list[str] | list[tuple[str, str]]) -> list[str]:
-        args = ["bwrap", "--tmpfs", "/tmp"]  # first: binds stack in order, and Python may live under /tmp
+        args = [shutil.which("bwrap"), "--tmpfs", "/tmp"]  # first: binds stack in order, and Python may live under /tmp
         for path in (*SYSTEM, *ETC):
             args += ["--ro-bind-try", path, path]
         for bind in binds:

@@ -1,0 +1,86 @@
+"""The grading command for an instructor: bad input is one line and status 2, a sandbox that cannot
+start grades nothing, and a grading slot that dies costs only the notebook it was on."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autograde.classroom import solved_notebook, write_submission
+from autograde.course import ROOT
+from autograde.pool import SlotPool
+from autograde.release import release
+from autograde.sandbox import Limits, sandbox_available
+
+A = "ch01_attention"
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "autograde", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["grade", "no/such/folder", "--out", "x"], "neither a folder nor a .zip"),
+    (["grade", ".", "--out", "x", "--jobs", "0"], "must be positive"),
+    (["grade", ".", "--out", "x", "--cell-timeout", "soon"], "is not a number"),
+    (["release", "ch42_nothing"], "no assignment 'ch42_nothing'"),
+])
+def test_bad_input_is_one_line_and_status_2(tmp_path, args, message):
+    result = _cli(*[str(tmp_path / a) if a in ("no/such/folder", "x") else a for a in args])
+    assert result.returncode == 2 and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = _cli("grade", str(tmp_path), "--out", str(blocker / "out"))
+    assert result.returncode == 2 and "cannot write the results" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path):
+    write_submission(tmp_path / "subs", "s1", A, solved_notebook(A))
+    fake = Path(tempfile.mkdtemp())  # where the unprivileged sandbox user may run it
+    fake.chmod(0o755)
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    result = _cli("grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--db",
+                  f"sqlite:///{tmp_path}/gb.db", env=env)
+    assert result.returncode == 2 and "sandbox" in result.stderr and "Permission denied" in result.stderr
+    assert not (tmp_path / "out" / "grades.csv").exists()
+    shutil.rmtree(fake)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")
+def test_a_slot_that_dies_costs_one_row_and_is_started_again(tmp_path):
+    release([A], f"sqlite:///{tmp_path}/gb.db")
+    tasks = []
+    for i in range(3):
+        path = write_submission(tmp_path / "subs", f"s{i}", A, solved_notebook(A))
+        tasks.append({"student_id": f"s{i}", "assignment": A, "path": str(path), "flags": []})
+    config = {"root": str(ROOT), "out": str(tmp_path / "out"), "limits": vars(Limits())}
+    with SlotPool(1, config) as pool:
+        first = pool.slots[0].process
+
+        def kill_when_busy():
+            while pool.slots[0].process is first and first.poll() is None:
+                time.sleep(0.05)
+                if os.path.exists(tmp_path / "out" / "feedback"):  # the first notebook is done: kill mid-run
+                    first.kill()
+                    return
+
+        threading.Thread(target=kill_when_busy, daemon=True).start()
+        rows = pool.grade(tasks, 300, lambda task, flag: {"student_id": task["student_id"], "flags": [flag]},
+                          progress=False)
+    assert len(rows) == 3 and [r["student_id"] for r in rows] == ["s0", "s1", "s2"]
+    crashed = [r for r in rows if r["flags"] == ["grader-crashed"]]
+    assert len(crashed) == 1 and rows[-1].get("score") == rows[-1].get("max_score") == 10
