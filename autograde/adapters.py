@@ -48,6 +48,10 @@ class ModuleAdapter:
 
     kwargs: Callable[[Dims], dict]
 
+    def describe(self, name: str, dims: Dims) -> str:
+        """How the module is built for ``dims``: ``MultiHeadAttention(d_model=8, n_heads=2)``."""
+        return f"{name}({', '.join(f'{k}={v!r}' for k, v in self.kwargs(dims).items())})"
+
     def reference(self, reference: type, dims: Dims, dtype: torch.dtype) -> torch.nn.Module:
         return reference(**self.kwargs(dims)).to(dtype).eval()  # parameters in the case's dtype
 
@@ -56,17 +60,42 @@ class ModuleAdapter:
 
     def candidate(self, candidate: type, dims: Dims, weights: dict[str, torch.Tensor] | None,
                   dtype: torch.dtype) -> torch.nn.Module:
-        module = candidate(**self.kwargs(dims))
+        kwargs = self.kwargs(dims)
+        module = candidate(**kwargs)
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"{candidate!r} should build an nn.Module, got {type(module).__name__}")
-        expected, got = set(weights or {}), set(module.state_dict())
-        if expected != got:
-            raise CheckFailed(
-                "your module's parameters are not named as in tfm_ref, so the reference weights "
-                f"cannot be loaded into it.\n  missing: {sorted(expected - got)}\n  unexpected: {sorted(got - expected)}"
-            )
+        problems = _parameter_problems(dict(module.state_dict()), weights or {}, kwargs)
+        if problems:
+            raise CheckFailed("your module's parameters do not match tfm_ref's, so the reference weights cannot "
+                              "be loaded into it:\n" + "\n".join(f"  ✗ {p}" for p in problems))
         module.to(dtype).load_state_dict(weights)
         return module.eval()
 
     def parameters(self, built: torch.nn.Module) -> list[torch.Tensor]:
         return [p for _, p in sorted(built.named_parameters())]
+
+
+def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], kwargs: dict) -> list[str]:
+    """What is wrong with the student's parameters, in words: biases that should or should not
+    be there, other names missing or unexpected, shapes that differ."""
+    problems = []
+    missing, unexpected = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+    bias = f" (it is built with bias={kwargs['bias']})" if "bias" in kwargs else ""
+    for name in list(unexpected):
+        owner = name.removesuffix(".bias")
+        if name.endswith(".bias") and f"{owner}.weight" in expected:
+            problems.append(f"your `{owner}` has a bias, and tfm_ref's has none{bias}")
+            unexpected.remove(name)
+    for name in list(missing):
+        owner = name.removesuffix(".bias")
+        if name.endswith(".bias") and f"{owner}.weight" in got:
+            problems.append(f"your `{owner}` has no bias, and tfm_ref's has one{bias}")
+            missing.remove(name)
+    if missing:
+        problems.append(f"missing (name them as tfm_ref does): {', '.join(missing)}")
+    if unexpected:
+        problems.append(f"not in tfm_ref: {', '.join(unexpected)}")
+    for name in sorted(set(got) & set(expected)):
+        if got[name].shape != expected[name].shape:
+            problems.append(f"your `{name}` has shape {tuple(got[name].shape)}, tfm_ref's {tuple(expected[name].shape)}")
+    return problems

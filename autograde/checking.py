@@ -37,6 +37,7 @@ from __future__ import annotations
 import importlib
 import math
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,9 @@ __all__ = [
     "SNAPSHOT",
 ]
 
+FIX_PREFIX = "How to fix it: "
+"""Starts the line of a failure message that holds a recognised mistake's fix (`Mistake.fix`)."""
+
 # Captured at import, before any student code can run in this process (CPU generator only, as in
 # `autograde.evaluation`).
 _fork_rng, _manual_seed = torch.random.fork_rng, torch.default_generator.manual_seed
@@ -66,11 +70,14 @@ _fork_rng, _manual_seed = torch.random.fork_rng, torch.default_generator.manual_
 
 @dataclass(frozen=True)
 class Mistake:
-    """A common mistake: its name, a broken implementation that makes it, and the hint to give."""
+    """A common mistake: its name, a broken implementation that makes it, the hint that says what
+    is wrong and why, and (optionally) how to fix it in code, which a student sees only when the
+    same mistake fails again (or behind a toggle on the feedback page)."""
 
     name: str
     impl: Callable
     hint: str
+    fix: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,8 @@ class Exercise:
         atol, rtol: override the dtype's tolerance.
         key: the id in ``check("chapter.key", ...)`` when two exercises build the same
             function (e.g. attention, then attention with a mask); defaults to ``name``.
+        uses: earlier exercises of the chapter whose function the student's solution calls;
+            when this check fails and one of those fails its own check, the message says so.
     """
 
     name: str
@@ -127,6 +136,7 @@ class Exercise:
     atol: float | None = None
     rtol: float | None = None
     key: str = ""
+    uses: Sequence[Exercise] = ()
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -139,12 +149,13 @@ class Exercise:
         return (self.rtol, self.atol)
 
     def run(self, candidate: Callable | Candidate, hidden: bool = False, *, guarded: bool = True,
-            seed: int | None = None) -> Report:
+            seed: int | None = None, reveal_fix: bool = True) -> Report:
         """Run the visible (or visible + hidden) cases; never raises for a wrong answer.
 
         ``candidate`` is the student's function or class (run here, under the integrity guard
         unless ``guarded=False``: pytest runs the reference and the mistakes as candidates), or
-        a `Candidate` that runs it elsewhere.
+        a `Candidate` that runs it elsewhere. ``reveal_fix=False`` keeps a recognised mistake's
+        fix out of the message (a student's first failure in their own kernel).
         """
         if not isinstance(candidate, Candidate):
             candidate = LocalCandidate(candidate, guarded)
@@ -152,19 +163,26 @@ class Exercise:
         cases = [*self.visible, *self.hidden] if hidden else list(self.visible)
         started = time.perf_counter()
         for index, case in enumerate(cases):
-            try:
-                failure = _run_case(self, case, candidate, seed + 7919 * index)
-            except CheckFailed as error:  # raised while building or differentiating the student's object
-                return Report(self.name, False, None, f"✗ {self.name}: {error}", len(cases))
+            failure = _run_case(self, case, candidate, seed + 7919 * index)
             if failure is not None:
-                return Report(self.name, False, failure.mistake, failure.message(self, case, seed, hidden), len(cases),
-                              forbidden_call=failure.got.error_type == ForbiddenCall.__name__)
+                failing_uses = [] if failure.stub else _failing_uses(self, candidate, seed)
+                message = failure.message(self, case, seed, hidden, reveal_fix, failing_uses)
+                return Report(self.name, False, failure.mistake, message, len(cases),
+                              forbidden_call=failure.got.error_type == ForbiddenCall.__name__,
+                              fix_shown=bool(reveal_fix and failure.fix))
         return Report(self.name, True, None, "", len(cases), time.perf_counter() - started)
 
     def check(self, candidate: Callable, hidden: bool = False) -> Report:
-        """`run`, raising `CheckFailed` with the diagnosis on failure; prints a line on success."""
-        report = self.run(candidate, hidden)
+        """`run`, raising `CheckFailed` with the diagnosis on failure; prints a line on success.
+
+        A recognised mistake's fix is shown the second time the same mistake fails in this process.
+        """
+        report = self.run(candidate, hidden, reveal_fix=False)
+        if not report.passed and report.mistake and (self.key, report.mistake) in _FAILED_BEFORE:
+            report = self.run(candidate, hidden, reveal_fix=True)
         if not report.passed:
+            if report.mistake:
+                _FAILED_BEFORE.add((self.key, report.mistake))
             raise CheckFailed(report.message)
         print(passed_line(report, hidden))
         return report
@@ -182,6 +200,11 @@ class Report:
     n_cases: int
     seconds: float = 0.0
     forbidden_call: bool = False
+    fix_shown: bool = False
+
+
+_FAILED_BEFORE: set[tuple[str, str]] = set()
+"""(exercise key, mistake) pairs that already failed in this process: their fix is shown next time."""
 
 
 def passed_line(report: Report, hidden: bool) -> str:
@@ -193,11 +216,15 @@ def passed_line(report: Report, hidden: bool) -> str:
 # --------------------------------------------------------------------------- where the student's code runs
 
 class Candidate:
-    """The student's implementation, wherever it runs: `evaluate` gives its `Outcome` on one input."""
+    """The student's implementation, wherever it runs: `evaluate` gives its `Outcome` on one input;
+    `sibling` is the student's implementation of another exercise of the same notebook."""
 
     def evaluate(self, exercise: Exercise, case: Case, call: Call, dims: Dims, seed: int,
                  weights: dict[str, torch.Tensor] | None) -> Outcome:
         raise NotImplementedError
+
+    def sibling(self, exercise: Exercise) -> Candidate | None:
+        return None
 
 
 class LocalCandidate(Candidate):
@@ -206,6 +233,13 @@ class LocalCandidate(Candidate):
 
     def __init__(self, impl: Callable, guarded: bool = True):
         self.impl, self.guarded = impl, guarded
+
+    def sibling(self, exercise: Exercise) -> Candidate | None:
+        namespace = getattr(self.impl, "__globals__", None)
+        if namespace is None:  # a class: the namespace of the module (the notebook) it was defined in
+            namespace = vars(sys.modules.get(getattr(self.impl, "__module__", ""), sys))
+        other = namespace.get(exercise.name)
+        return LocalCandidate(other, self.guarded) if callable(other) and other is not self.impl else None
 
     def evaluate(self, exercise: Exercise, case: Case, call: Call, dims: Dims, seed: int,
                  weights: dict[str, torch.Tensor] | None) -> Outcome:
@@ -225,23 +259,57 @@ class _Failure:
     weights: dict[str, torch.Tensor] | None
     expected: Outcome
     got: Outcome
+    gradient: int | None = None  # which gradient differs, when the output matches
     mistake: str | None = None
     hint: str | None = None
+    fix: str = ""
+    stub: bool = False  # the student's function is the released stub (raises NotImplementedError)
+    setup: bool = False  # the student's object could not be built or differentiated: no outputs to show
 
-    def message(self, exercise: Exercise, case: Case, seed: int, hidden: bool) -> str:
+    def message(self, exercise: Exercise, case: Case, seed: int, hidden: bool, reveal_fix: bool,
+                failing_uses: list[Report]) -> str:
         kind = "hidden check" if hidden and case in exercise.hidden else "check"
+        if self.stub:
+            return (f"✗ {exercise.name}: not written yet — it raises NotImplementedError. Delete the line "
+                    "`raise NotImplementedError()` and write your code in its place.")
         lines = [f"✗ {exercise.name}: {kind} '{case.label}' failed — {self.problem.rstrip('.')}."]
+        for report in failing_uses:
+            lines += [f"Your `{report.exercise}` from an earlier exercise fails its own check, and this "
+                      "exercise calls it: fix it first.", indent(report.message.splitlines()[0])]
         if self.hint:
             lines.append(f"Likely mistake — {self.mistake}: {self.hint}")
+            if self.fix and reveal_fix:
+                lines.append(FIX_PREFIX + self.fix)  # folded behind a toggle on the feedback page
+            elif self.fix:
+                lines.append("(Try again; if the same mistake fails again, the check shows how to fix it.)")
         if self.got.trace:
             lines += ["", "Your code raised:", indent(self.got.trace)]
+        built = exercise.adapter.describe(exercise.name, self.dims) if hasattr(exercise.adapter, "describe") else None
         sizes = ", ".join(f"{k}={v}" for k, v in self.dims.items())
-        lines += ["", f"Smallest failing input ({sizes}; {case.dtype}{'; with gradients' if case.grad else ''}):",
-                  indent(self.call.describe(exercise.arg_names))]
-        if self.got.error is None:
+        floating = any(t.is_floating_point() for t in self.call.tensors()) or self.weights
+        details = "; ".join([sizes] + ([str(case.dtype)] if floating else []) + (["with gradients"] if case.grad else []))
+        lines += ["", f"Smallest failing input ({details}):"]
+        if built:
+            lines.append(indent(f"built as {built}"))
+        lines.append(indent(self.call.describe(exercise.arg_names)))
+        if self.gradient is not None:
+            name = gradient_names(exercise, self.call, self.weights)[self.gradient]
+            expected = self.expected.grads[self.gradient]
+            lines += [f"expected gradient of {name}:", indent(show(expected)),
+                      f"your gradient of {name}:", indent(show(self.got.grads[self.gradient]))]
+        elif self.got.error is None and not self.setup:
             lines += ["expected:", indent(show(self.expected.output)), "got:", indent(show(self.got.output))]
         lines.append(f"(random seed {seed})")
         return "\n".join(lines)
+
+
+def gradient_names(exercise: Exercise, call: Call, weights: dict[str, torch.Tensor] | None) -> list[str]:
+    """What each compared gradient is with respect to: the floating inputs by name, then the
+    module's parameters (sorted by name, as `ModuleAdapter.parameters` gives them)."""
+    inputs = [name for name, value in call.named(exercise.arg_names)
+              if isinstance(value, torch.Tensor) and value.is_floating_point()]
+    return [f"`{n}`" for n in inputs] + [f"the parameter `{n}`" for n in sorted(weights or {})
+                                          if (weights[n].is_floating_point())]
 
 
 def _attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, seed: int) -> _Failure | None:
@@ -255,9 +323,16 @@ def _attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, s
     expected = evaluate(lambda: reference, call, grad=case.grad, seed=seed, parameters=adapter.parameters)
     if expected.error is not None:
         raise RuntimeError(f"the reference failed on case {case.label!r}: {expected.trace}")
-    got = candidate.evaluate(exercise, case, call, dims, seed, weights)
-    problem = compare(expected, got, exercise.tolerance)
-    return None if problem is None else _Failure(problem, dict(dims), call, weights, expected, got)
+    try:
+        got = candidate.evaluate(exercise, case, call, dims, seed, weights)
+    except CheckFailed as error:  # the student's object could not be built, or has no gradient path
+        return _Failure(str(error), dict(dims), call, weights, expected, Outcome(error_type=CheckFailed.__name__),
+                        setup=True)
+    problem, gradient = compare(expected, got, exercise.tolerance, gradient_names(exercise, call, weights))
+    if problem is None:
+        return None
+    return _Failure(problem, dict(dims), call, weights, expected, got, gradient,
+                    stub=got.error_type == NotImplementedError.__name__)
 
 
 def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -> _Failure | None:
@@ -269,36 +344,51 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
     failure = _attempt(exercise, case, candidate, dims, seed)
     if failure is None:
         return None
-    if failure.got.error_type == ForbiddenCall.__name__:
+    if failure.stub or failure.setup or failure.got.error_type == ForbiddenCall.__name__:
         return failure
     # Diagnose on the input that failed, then show the smallest input that still fails.
-    failure.mistake, failure.hint = _diagnose(exercise, case, failure, seed)
+    _diagnose(exercise, case, failure, seed)
     for smaller in exercise.shapes:
         if _size(smaller) >= _size(dims):
             break
         shrunk = _attempt(exercise, case, candidate, smaller, seed)
-        if shrunk is not None:
-            shrunk.mistake, shrunk.hint = failure.mistake, failure.hint
+        if shrunk is not None and not shrunk.setup:
             if failure.hint is None:
-                shrunk.mistake, shrunk.hint = _diagnose(exercise, case, shrunk, seed)
+                _diagnose(exercise, case, shrunk, seed)
+            else:
+                shrunk.mistake, shrunk.hint, shrunk.fix = failure.mistake, failure.hint, failure.fix
             return shrunk
     return failure
+
+
+def _failing_uses(exercise: Exercise, candidate: Candidate, seed: int) -> list[Report]:
+    """The earlier exercises this one calls whose student version fails its own visible check."""
+    failing = []
+    for used in exercise.uses:
+        sibling = candidate.sibling(used)
+        if sibling is not None:
+            report = used.run(sibling, seed=seed)
+            if not report.passed:
+                failing.append(report)
+    return failing
 
 
 def _size(dims: Dims) -> int:
     return math.prod(dims.values()) if dims else 0
 
 
-def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int) -> tuple[str | None, str | None]:
-    if failure.got.error is not None:
-        return None, None  # a mistake is recognised by its output; an exception has none
+def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int) -> None:
+    """Name the catalogued mistake whose output (or exception) on the failing input is the student's."""
     for mistake in exercise.mistakes:
-        broken = LocalCandidate(mistake.impl, guarded=False).evaluate(
-            exercise, case, failure.call, failure.dims, seed, failure.weights)
+        try:
+            broken = LocalCandidate(mistake.impl, guarded=False).evaluate(
+                exercise, case, failure.call, failure.dims, seed, failure.weights)
+        except CheckFailed:
+            continue
         # A mistake that is right on this input explains nothing.
         if same(broken, failure.got, exercise.tolerance) and not same(broken, failure.expected, exercise.tolerance):
-            return mistake.name, mistake.hint
-    return None, None
+            failure.mistake, failure.hint, failure.fix = mistake.name, mistake.hint, mistake.fix
+            return
 
 
 # --------------------------------------------------------------------------- registry and entry point
@@ -333,6 +423,19 @@ def protect() -> None:
     SNAPSHOT.take()
 
 
+def _show_failures_plainly() -> None:
+    """In IPython (a notebook, `nbgrader validate`), a failed check shows its message alone, not
+    a traceback through the grader's own frames."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if shell is not None and CheckFailed not in shell.custom_exceptions:
+        def show(self, etype, value, tb, tb_offset=None):
+            lines = [f"{etype.__name__}: {line}" if i == 0 else line for i, line in enumerate(str(value).splitlines())]
+            self._showtraceback(etype, value, lines)  # the error output nbgrader scores and shows
+            return lines
+
+        shell.set_custom_exc((CheckFailed,), show)
+
+
 def check(key: str, candidate: Callable, hidden: bool = False) -> None:
     """Check a student's implementation against tfm_ref (the function test cells call).
 
@@ -345,6 +448,7 @@ def check(key: str, candidate: Callable, hidden: bool = False) -> None:
         CheckFailed: with the likely mistake and the smallest failing input.
     """
     protect()
+    _show_failures_plainly()
     exercise = get_exercise(key)
     if not callable(candidate):
         raise CheckFailed(f"✗ {exercise.name}: expected a function or class, got {type(candidate).__name__}")

@@ -68,28 +68,34 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
     return None if got == expected else f"the {what} is {brief(got)}, expected {brief(expected)}"
 
 
-def compare(expected: Outcome, got: Outcome, override: Tolerance = (None, None)) -> str | None:
-    """None when the student's outcome (output and gradients) matches the reference's."""
+def compare(expected: Outcome, got: Outcome, override: Tolerance = (None, None),
+            names: list[str] = ()) -> tuple[str | None, int | None]:
+    """What differs between the student's outcome and the reference's (None when nothing does),
+    and which gradient, when the output matches but a gradient does not. ``names`` say what
+    each gradient is with respect to."""
     if got.error is not None:
-        return f"your code raised {got.error}"
+        return f"your code raised {got.error}", None
     problem = difference(expected.output, got.output, override)
-    if problem is None and expected.grads:
-        for i, e in enumerate(expected.grads):
-            g = got.grads[i] if i < len(got.grads) else None
-            if e is None and g is None:
-                continue
-            if g is None:
-                return f"gradient {i} is missing (the output does not depend on that input)"
-            problem = difference(torch.zeros_like(g) if e is None else e, g, override, f"gradient of input {i}")
-            if problem:
-                return problem + " (the forward output matches: look for a non-differentiable step or a detach)"
-    return problem
+    if problem is not None or not expected.grads:
+        return problem, None
+    for i, e in enumerate(expected.grads):
+        g = got.grads[i] if i < len(got.grads) else None
+        name = names[i] if i < len(names) else f"input {i}"
+        if e is None and g is None:
+            continue
+        if g is None:
+            return f"there is no gradient for {name} (the output does not depend on it through autograd)", i
+        problem = difference(torch.zeros_like(g) if e is None else e, g, override, f"gradient of {name}")
+        if problem:
+            return problem + " (the forward output matches: look for a non-differentiable step or a detach)", i
+    return None, None
 
 
 def same(a: Outcome, b: Outcome, override: Tolerance = (None, None)) -> bool:
-    """Do two outcomes agree (NaN equal to NaN)? Used to recognise a catalogued mistake."""
+    """Do two outcomes agree (NaN equal to NaN; an exception equal to the same exception with the
+    same message)? Used to recognise a catalogued mistake."""
     if a.error is not None or b.error is not None:
-        return False
+        return a.error == b.error
     outputs = [(a.output, b.output)] + list(zip(a.grads, b.grads))
     for x, y in outputs:
         xs, ys = flatten(x), flatten(y)

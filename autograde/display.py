@@ -18,7 +18,10 @@ def show(value: Any) -> str:
         with torch._tensor_str.printoptions(precision=4, sci_mode=False, linewidth=100):
             return repr(value)
     if isinstance(value, (tuple, list)):
-        return "(\n" + ",\n".join(indent(show(v)) for v in value) + "\n)"
+        opening, closing = ("[", "]") if isinstance(value, list) else ("(", ")")
+        if not any(isinstance(v, (torch.Tensor, tuple, list)) for v in value):
+            return repr(value)  # numbers, strings: one line
+        return opening + "\n" + ",\n".join(indent(show(v)) for v in value) + "\n" + closing
     return repr(value)
 
 

@@ -46,12 +46,13 @@ class Call:
     def tensors(self) -> list[torch.Tensor]:
         return [v for v in (*self.args, *self.kwargs.values()) if isinstance(v, torch.Tensor)]
 
+    def named(self, names: Sequence[str] = ()) -> list[tuple[str, Any]]:
+        """(name, value) of every argument: positional ones by ``names`` (``arg0``… past them)."""
+        positional = [(names[i] if i < len(names) else f"arg{i}", v) for i, v in enumerate(self.args)]
+        return positional + list(self.kwargs.items())
+
     def describe(self, names: Sequence[str] = ()) -> str:
-        lines = []
-        for i, value in enumerate(self.args):
-            lines.append(f"{names[i] if i < len(names) else f'arg{i}'} = {show(value)}")
-        lines += [f"{k} = {show(v)}" for k, v in self.kwargs.items()]
-        return "\n".join(lines)
+        return "\n".join(f"{name} = {show(value)}" for name, value in self.named(names))
 
 
 def randn(gen: torch.Generator, *shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

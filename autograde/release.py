@@ -4,13 +4,15 @@
    generated, git-ignored, rewritten only when the .md is newer);
 2. nbgrader ``generate_assignment``: solutions and hidden tests removed, checksums and cell
    locks added, the assignment and its grade cells recorded in the gradebook
-   → ``release/<id>/<id>.ipynb``.
+   → ``release/<id>/<id>.ipynb``, with the students' nbgrader settings beside it
+   (``autograde/student/nbgrader_config.py``: what ``nbgrader validate`` says).
 
 Idempotent: running it twice gives the same files.
 """
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import jupytext
@@ -31,6 +33,9 @@ def source_notebook(assignment: str, solutions: Path = SOLUTIONS) -> Path:
         nb.metadata.pop("jupytext", None)  # the .ipynb is an output, not a paired file
         nbformat.write(nb, notebook)
     return notebook
+
+
+STUDENT_CONFIG = Path(__file__).resolve().parent / "student" / "nbgrader_config.py"
 
 
 def _check_test_cells(assignment: str, source: nbformat.NotebookNode) -> None:
@@ -66,5 +71,7 @@ def release(assignments: list[str] | None = None, db_url: str | None = None, roo
         result = api.generate_assignment(assignment, force=True, create=True)
         if not result["success"]:
             raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result['error']}\n{result['log']}")
-        released.append(released_notebook(assignment, root))
+        notebook = released_notebook(assignment, root)
+        shutil.copyfile(STUDENT_CONFIG, notebook.parent / STUDENT_CONFIG.name)  # for `nbgrader validate` there
+        released.append(notebook)
     return released

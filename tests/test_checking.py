@@ -72,7 +72,8 @@ def test_wrong_gradient_with_right_output_is_named():
         return x.detach() * factor + (x - x.detach())  # right values, gradient 1 instead of 2
 
     report = TOY.run(detached_half, hidden=True)
-    assert not report.passed and "gradient of input 0" in report.message
+    assert not report.passed and "gradient of `x` differs" in report.message
+    assert "expected gradient of `x`:" in report.message and "your gradient of `x`:" in report.message
 
 
 def test_check_raises_an_assertion_error_subclass_with_the_diagnosis():
@@ -131,4 +132,100 @@ def test_module_exercise_loads_reference_weights_into_the_students_module():
 
 def test_module_with_other_parameter_names_is_told_the_tfm_ref_names():
     report = MODULE_TOY.run(_Renamed)
-    assert not report.passed and "missing: ['proj.bias', 'proj.weight']" in report.message
+    assert not report.passed and "check 'random' failed" in report.message
+    assert "missing (name them as tfm_ref does): proj.bias, proj.weight" in report.message
+    assert "not in tfm_ref: linear.bias, linear.weight" in report.message and "built as Proj(d=4)" in report.message
+
+
+class _NoBias(torch.nn.Module):
+    def __init__(self, d, bias=True):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d, bias=True)  # ignores bias=False
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+class _Wide(_Ref):
+    def __init__(self, d, bias=True):
+        super().__init__(d)
+        self.proj = torch.nn.Linear(d, 2 * d)
+
+
+def test_a_bias_that_should_not_be_there_and_a_wrong_shape_are_said_in_words():
+    no_bias = Exercise(name="Proj", reference=lambda d, bias: _RefBias(d, bias),
+                       adapter=ModuleAdapter(lambda dims: dict(d=dims["D"], bias=False)),
+                       inputs=lambda gen, dims, dtype: Call(randn(gen, 2, dims["D"], dtype=dtype)),
+                       shapes=[dict(D=2)], visible=[Case("no biases")])
+    report = no_bias.run(_NoBias)
+    assert "✗ your `proj` has a bias, and tfm_ref's has none (it is built with bias=False)" in report.message
+    wide = MODULE_TOY.run(_Wide)
+    assert "your `proj.weight` has shape (8, 4), tfm_ref's (4, 4)" in wide.message
+
+
+class _RefBias(torch.nn.Module):
+    def __init__(self, d, bias):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d, bias=bias)
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+def _crashes_on_odd(x, factor=2.0):
+    return x.view(-1, 2) * factor  # a shape error on an odd number of elements
+
+
+def test_a_mistake_that_raises_is_recognised_by_its_exception():
+    crashing = Exercise(name="scale", reference=reference_scale, inputs=_inputs, arg_names=("x",),
+                        shapes=[dict(N=1, M=1), dict(N=3, M=3)], visible=[Case("random")],
+                        mistakes=[Mistake("viewed in pairs", _crashes_on_odd, "do not reshape x.")])
+    report = crashing.run(_crashes_on_odd)
+    assert report.mistake == "viewed in pairs" and "Likely mistake — viewed in pairs" in report.message
+
+
+def test_the_released_stub_is_told_to_write_its_code():
+    def stub(x, factor=2.0):
+        raise NotImplementedError()
+
+    report = TOY.run(stub, hidden=True)
+    assert report.message.startswith("✗ scale: not written yet") and "Smallest failing input" not in report.message
+
+
+def test_the_fix_is_shown_only_when_the_same_mistake_fails_again():
+    staged = Exercise(name="scale", key="staged_scale", reference=reference_scale, inputs=_inputs,
+                      arg_names=("x",), shapes=[dict(N=1, M=1)], visible=[Case("random")],
+                      mistakes=[Mistake("factor ignored", forgot_factor, "the output is x itself.",
+                                        fix="return x * factor")])
+    with pytest.raises(CheckFailed) as first:
+        staged.check(forgot_factor)
+    assert "the output is x itself." in str(first.value) and "return x * factor" not in str(first.value)
+    with pytest.raises(CheckFailed) as second:
+        staged.check(forgot_factor)
+    assert "How to fix it: return x * factor" in str(second.value)
+    assert "How to fix it: return x * factor" in staged.run(forgot_factor).message  # grading shows it (folded)
+
+
+def test_a_failing_earlier_exercise_that_this_one_uses_is_named():
+    double = Exercise(name="double", reference=lambda x: x * 2, arg_names=("x",),
+                      inputs=lambda gen, dims, dtype: Call(randn(gen, dims["N"], dtype=dtype)),
+                      shapes=[dict(N=3)], visible=[Case("random")])
+    quadruple = Exercise(name="quadruple", reference=lambda x: x * 4, arg_names=("x",), uses=(double,),
+                         inputs=lambda gen, dims, dtype: Call(randn(gen, dims["N"], dtype=dtype)),
+                         shapes=[dict(N=3)], visible=[Case("random")])
+    namespace = {}
+    exec("def double(x):\n    return x * 3\n\ndef quadruple(x):\n    return double(double(x))\n", namespace)
+    report = quadruple.run(namespace["quadruple"])
+    assert "Your `double` from an earlier exercise fails its own check, and this exercise calls it: fix it first." \
+        in report.message
+    assert "✗ double: check 'random' failed" in report.message
+    exec("def double(x):\n    return x * 2\n", namespace)
+    assert quadruple.run(namespace["quadruple"]).passed
+
+
+def test_integer_inputs_show_no_float_dtype_and_lists_keep_their_brackets():
+    lengths = Exercise(name="count", reference=lambda lengths: sum(lengths), arg_names=("lengths",),
+                       inputs=lambda gen, dims, dtype: Call([1, 2, dims["N"]]), shapes=[dict(N=3)],
+                       visible=[Case("a list")])
+    message = lengths.run(lambda lengths: 0).message
+    assert "Smallest failing input (N=3):" in message and "lengths = [1, 2, 3]" in message
