@@ -63,3 +63,18 @@ def test_decode_steps_rejects_a_batch(date_setup):
     src, src_mask = task.encode_source(["1/2/2000", "3/4/2001"])
     with pytest.raises(ValueError, match="one sequence"):
         decode_steps(model, src, src_mask, bos_id=1, eos_id=2, max_len=3)
+
+
+def test_the_step_slider_ends_at_the_last_step_decoded(date_setup):
+    model, task = date_setup
+    stepper = decoder_stepper(model=model, task=task, max_len=12)
+    src, src_mask = task.encode_source(["Nov 22, 2026"])
+    steps = decode_steps(model, src, src_mask, bos_id=task.vocab.bos_id, eos_id=task.vocab.eos_id, max_len=12)
+    (step,) = [c for c in stepper.widget.children[0].children if getattr(c, "description", "") == "step"]
+    assert step.max == step.value == len(steps) - 1  # the slider shows the step the figure shows
+    assert f"(d) step {len(steps) - 1}:" in stepper.snapshot().axes[-1].get_title()
+
+
+def test_a_stepper_on_a_given_model_has_no_static_version(date_setup):
+    model, task = date_setup
+    assert decoder_stepper(model=model, task=task).static is None

@@ -4,8 +4,10 @@ import pytest
 import torch
 
 from tfm_ref import scaled_dot_product_attention
+from tfm_ref.widgets import efficiency
 from tfm_ref.widgets.efficiency import (
     PeakMemory, attention_cost_explorer, cost_figure, from_bench, measure_attention, recorded_benchmarks,
+    static_attention_cost_explorer,
 )
 
 
@@ -67,3 +69,41 @@ def test_bench_results_convert_with_missing_measurements_as_nan(tmp_path):
 def test_from_bench_rejects_results_without_attention():
     with pytest.raises(ValueError, match="attention"):
         from_bench({"training": {}})
+
+
+def _recorded() -> dict:
+    return {"device": "GPU", "shape": "B=1", "seq_len": [256, 512, 1024],
+            "results": {"eager": {"ms": [1.0, 4.0, 16.0], "peak_mib": [1.0, 4.0, 16.0]}}}
+
+
+def test_the_static_explorer_draws_the_recording_once_whatever_the_other_controls_say():
+    static = static_attention_cost_explorer(_recorded())
+    (panel,) = static.panels
+    recorded, measured = static.controls[0].values
+    assert panel.key(recorded, 256, 32) == panel.key(recorded, 1024, 128)
+    assert panel.key(measured, 256, 32) != panel.key(measured, 1024, 32) != panel.key(measured, 1024, 128)
+
+
+def test_the_static_explorer_without_a_recording_offers_the_measurement_only():
+    static = static_attention_cost_explorer()
+    assert static.controls[0].values == ("measured on the build machine",)
+    assert max(static.controls[1].values) == 1024  # it measures up to longest_measured
+
+
+def test_a_shorter_longest_n_shows_the_start_of_the_measurement(monkeypatch):
+    measured = []
+
+    def fake_measure(seq_lens, head_dim):
+        measured.append((tuple(seq_lens), head_dim))
+        return dict(_recorded(), seq_len=list(seq_lens),
+                    results={"eager": {"ms": [float(n) for n in seq_lens], "peak_mib": [float(n) for n in seq_lens]}})
+
+    monkeypatch.setattr(efficiency, "measure_attention", fake_measure)
+    drawn = []
+    monkeypatch.setattr(efficiency, "cost_figure", lambda data, title: drawn.append(data["seq_len"]))
+    static = static_attention_cost_explorer(longest_measured=512)
+    draw = static.panels[0].draw
+    draw(source="measured on the build machine", longest=256, head_dim=64)
+    draw(source="measured on the build machine", longest=512, head_dim=64)
+    assert measured == [((64, 128, 256, 512), 64)]  # one measurement per head width
+    assert drawn == [[64, 128, 256], [64, 128, 256, 512]]

@@ -1,10 +1,11 @@
 """tfm_ref/widgets/heads.py: per-head maps and KV-cache sizes of real model shapes."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tfm_ref import kv_cache_bytes
-from tfm_ref.widgets.heads import MODEL_SHAPES, head_maps, heads_explorer, kv_cache_table
+from tfm_ref.widgets.heads import MODEL_SHAPES, head_maps, heads_explorer, heads_panel, kv_cache_table
 
 
 def test_head_maps_are_one_row_stochastic_map_per_query_head():
@@ -35,3 +36,15 @@ def test_a_student_formula_is_used():
     kv_cache_table(MODEL_SHAPES["Llama-2-7B"], [1, 2], fn=student)
     heads_explorer(fn=student)
     assert len(seen) >= 6
+
+
+def test_a_model_that_is_mha_gets_one_line_for_both_names_so_none_hides_another():
+    table = kv_cache_table(MODEL_SHAPES["Llama-2-7B"], [4096])  # 32 query heads, 32 KV heads
+    assert list(table) == ["MHA = this model (G = 32)", "MQA (G = 1)"]
+    assert len({values[0] for values in table.values()}) == len(table)
+
+
+def test_heads_panel_refuses_a_g_that_does_not_divide_h():
+    with pytest.raises(ValueError, match="must divide"):
+        heads_panel(n_heads=4, n_kv_heads=8)
+    assert len(heads_panel(n_heads=4, n_kv_heads=2).axes) == 4

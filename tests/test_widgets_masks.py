@@ -1,10 +1,11 @@
 """tfm_ref/widgets/masks.py: the mask builder combines padding and look-ahead masks correctly."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tfm_ref import causal_mask, padding_mask
-from tfm_ref.widgets.masks import build_mask, mask_builder, masked_attention
+from tfm_ref.widgets.masks import build_mask, mask_builder, masked_attention, parse_lengths
 
 
 def test_build_mask_is_padding_and_causal_combined():
@@ -38,3 +39,11 @@ def test_a_student_function_is_the_one_called():
 
     mask_builder(fn=student)
     assert calls
+
+
+def test_parse_lengths_reads_commas_or_spaces_and_rejects_the_rest():
+    assert parse_lengths("3, 5") == parse_lengths("3 5") == [3, 5]
+    with pytest.raises(ValueError, match="whole numbers"):
+        parse_lengths("3, five")
+    with pytest.raises(ValueError, match="at least one"):
+        parse_lengths(" , ")

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from tfm_ref.widgets.norms import (
-    axes_figure, depth_explorer, depth_figure, gradient_norms_by_depth, group_statistics, norm_axes_explorer,
-    norm_groups, reference_norm, train_deep_stack,
+    AXES_SHAPE, NORM_KINDS, axes_figure, depth_explorer, depth_figure, gradient_norms_by_depth, group_statistics,
+    norm_axes_explorer, norm_groups, reference_norm, static_norm_axes_explorer, train_deep_stack,
 )
 
 
@@ -73,3 +73,26 @@ def test_pre_norm_stack_learns_the_reverse_task():
 def test_depth_figure_draws_gradients_and_losses():
     fig = depth_figure({"a": np.ones(3)}, {"a": [3.0, 2.0, 1.0]})
     assert len(fig.axes) == 2 and fig.axes[0].lines and fig.axes[1].lines
+
+
+def _groups_panel_key():
+    return static_norm_axes_explorer().panels[0].key
+
+
+def test_the_static_axis_picker_draws_each_highlighted_group_once():
+    key = _groups_panel_key()
+    # LayerNorm pools a token's features: every d of one (b, t) is the same picture; another t is not.
+    assert key("LayerNorm", 0, 1, 0) == key("LayerNorm", 0, 1, 5) != key("LayerNorm", 0, 2, 0)
+    # BatchNorm pools a feature over the batch and positions: every (b, t) of one d is the same picture.
+    assert key("BatchNorm", 0, 0, 3) == key("BatchNorm", 2, 3, 3) != key("BatchNorm", 0, 0, 4)
+
+
+def test_the_static_axis_picker_keys_agree_with_the_groups_they_draw():
+    key = _groups_panel_key()
+    for kind in NORM_KINDS:
+        groups = norm_groups(kind, AXES_SHAPE)
+        cells = list(np.ndindex(*AXES_SHAPE))
+        for a in cells[::5]:
+            for b in cells[::7]:
+                same_picture = key(kind, *a) == key(kind, *b)
+                assert same_picture == (groups[a] == groups[b]), (kind, a, b)

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from tfm_ref import sinusoidal_positional_encoding
-from tfm_ref.widgets.positional import offset_dot_products, pe_explorer, pe_figure, pe_table
+from tfm_ref.widgets.positional import explorer_anchors, offset_dot_products, pe_explorer, pe_figure, pe_table
 
 
 def test_pe_explorer_builds_and_its_snapshot_holds_a_figure():
@@ -39,3 +39,9 @@ def test_pe_figure_has_a_heatmap_and_a_curve_per_anchor():
     fig = pe_figure(pe_table(60, 16), anchors=(0, 5, 9), max_offset=20)
     heat, curve = fig.axes[0], fig.axes[1]  # the colour bar comes last
     assert heat.images and len(curve.lines) == 3
+
+
+def test_explorer_anchors_keep_the_chosen_anchor_in_the_first_half_and_never_repeat_one():
+    assert explorer_anchors(10, 100) == (10, 0, 25)
+    assert explorer_anchors(90, 100) == (50, 0, 25)
+    assert explorer_anchors(0, 100) == (0, 25)

@@ -4,7 +4,8 @@ Edit X, W_Q, W_K, W_V and see every intermediate of softmax(Q Kᵀ / √d_k) V; 
 shows how the softmax saturates when scores grow (large d_k without the 1/√d_k scaling, or a
 low temperature). Plug in your own attention with ``attention_explorer(fn=my_attention)``:
 ``fn(q, k, v, return_weights=True) -> (out, weights)`` like
-`tfm_ref.scaled_dot_product_attention`.
+`tfm_ref.scaled_dot_product_attention`. On the book's pages, `static_attention_explorer` is the
+widget: the notes' example at a few temperatures and widths.
 
 Shapes: T query positions · S key positions · D input width · Dk query/key width · Dv value width.
 """
@@ -20,10 +21,11 @@ from matplotlib.figure import Figure
 
 from ..attention import scaled_dot_product_attention, softmax
 from .controls import live_widget
-from .display import LiveWidget
+from .display import FIGURE_WIDTH, LiveWidget
+from .static import Control, Panel, StaticRecipe, StaticWidget
 
 __all__ = ["NOTES_EXAMPLE", "parse_matrix", "attention_steps", "saturation_curve", "attention_figure",
-           "saturation_figure", "explorer_figure", "attention_explorer"]
+           "saturation_figure", "explorer_figure", "attention_explorer", "static_attention_explorer"]
 
 AttentionFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
@@ -34,6 +36,9 @@ NOTES_EXAMPLE = {
     "W_K": "0 1; 1 0; 0 1; 1 0",
     "W_V": "1 0; 0 1; 1 0; 0 1",
 }
+# The values the book's static calculator offers (the live sliders reach every value in between).
+SCORE_MULTIPLIERS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+D_K_STEPS = (1, 4, 16, 64, 256, 1024)
 
 
 def parse_matrix(text: str) -> torch.Tensor:
@@ -97,49 +102,52 @@ def _heatmap(ax, matrix: torch.Tensor, title: str) -> None:
     data = matrix.detach().double().numpy()
     ax.imshow(data, cmap="Blues")
     for (i, j), value in np.ndenumerate(data):
-        ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=8,
+        ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=10,
                 color="white" if value > data.min() + 0.6 * (np.ptp(data) or 1) else "black")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=10)
     ax.set_xticks([])
     ax.set_yticks([])
 
 
 def attention_figure(steps: dict[str, torch.Tensor], fig: Figure | None = None) -> Figure:
-    """One annotated heatmap per intermediate of `attention_steps` (drawn on ``fig`` if given)."""
+    """One annotated heatmap per intermediate of `attention_steps` (drawn on ``fig`` if given), in two rows."""
     names = [("Q", "Q = X W_Q"), ("K", "K = X W_K"), ("V", "V = X W_V"), ("scores", "scores Q Kᵀ"),
-             ("scaled", "scaled Q Kᵀ / √d_k"), ("weights", "weights (row softmax)"), ("output", "output = weights · V")]
-    fig = fig if fig is not None else Figure(figsize=(12, 2.2))
-    axes = fig.subplots(1, len(names))
+             ("scaled", "scaled QKᵀ/√d_k"), ("weights", "weights (softmax)"), ("output", "output = weights·V")]
+    fig = fig if fig is not None else Figure(figsize=(FIGURE_WIDTH, 3.6), layout="constrained")
+    axes = fig.subplots(2, 4).flatten()
     for ax, (key, title) in zip(axes, names):
         _heatmap(ax, steps[key], title)
+    for ax in axes[len(names):]:
+        ax.set_axis_off()
     return fig
 
 
 def saturation_figure(d_k_values: tuple[int, ...] = (4, 64, 512), n_keys: int = 8,
                       fig: Figure | None = None) -> Figure:
     """Bars of the weights of one query, with and without 1/√d_k, for a few widths d_k."""
-    fig = fig if fig is not None else Figure(figsize=(10, 2.6))
+    width = min(FIGURE_WIDTH, max(4.5, 2.1 * len(d_k_values)))
+    fig = fig if fig is not None else Figure(figsize=(width, 2.8), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(d_k_values), sharey=True))
     positions = np.arange(n_keys)
     for ax, d_k in zip(axes, d_k_values):
         ax.bar(positions - 0.2, saturation_curve(d_k, n_keys, scaled=False).numpy(), 0.4, label="QKᵀ (unscaled)")
         ax.bar(positions + 0.2, saturation_curve(d_k, n_keys, scaled=True).numpy(), 0.4, label="QKᵀ / √d_k")
-        ax.set_title(f"d_k = {d_k}", fontsize=9)
+        ax.set_title(f"d_k = {d_k}", fontsize=10)
         ax.set_xlabel("key")
     axes[0].set_ylabel("attention weight")
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=9)
     return fig
 
 
 def explorer_figure(steps: dict[str, torch.Tensor], d_k: int) -> Figure:
     """The calculator's figure: (a) every intermediate, (b) saturation at width ``d_k``."""
-    fig = Figure(figsize=(12, 5))
-    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.1])
+    fig = Figure(figsize=(FIGURE_WIDTH, 6.8), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1.3, 1])
     attention_figure(steps, top)
     top.suptitle("(a) every intermediate of softmax(Q Kᵀ / √d_k) V", fontsize=10)
     for ax in saturation_figure((d_k,), fig=bottom).axes:
         ax.set_title("")  # d_k goes in the panel title
-    bottom.suptitle(f"(b) one query over 8 random keys, d_k = {d_k}: saturation with and without 1/√d_k", fontsize=10)
+    bottom.suptitle(f"(b) one query over 8 random keys, d_k = {d_k}:\nsaturation with and without 1/√d_k", fontsize=10)
     return fig
 
 
@@ -158,4 +166,20 @@ def attention_explorer(fn: AttentionFn | None = None) -> LiveWidget:
         return explorer_figure(steps, d_k.value)
 
     return live_widget([list(boxes.values()), [multiplier, d_k]], draw,
-                       "Attention calculator — starting from the notes' worked example")
+                       "Attention calculator — starting from the notes' worked example",
+                       StaticRecipe.of(static_attention_explorer) if fn is None else None)
+
+
+def static_attention_explorer() -> StaticWidget:
+    """The calculator on the book's pages: the notes' example at a few temperatures, saturation at a few d_k."""
+    matrices = [parse_matrix(NOTES_EXAMPLE[name]) for name in ("X", "W_Q", "W_K", "W_V")]
+    example = "; ".join(f"{name} = {text}" for name, text in NOTES_EXAMPLE.items())
+    return StaticWidget(
+        "Attention calculator — the notes' worked example",
+        controls=(Control("multiplier", "1/temperature", SCORE_MULTIPLIERS, 1.0),
+                  Control("d_k", "d_k (panel b)", D_K_STEPS, 64)),
+        panels=(Panel(lambda multiplier: attention_figure(attention_steps(*matrices, multiplier)), ("multiplier",),
+                      alt="Q, K, V, the scores, the scaled scores, the weights and the output as annotated heatmaps"),
+                Panel(lambda d_k: saturation_figure((d_k,)), ("d_k",),
+                      alt="softmax weights of one query over 8 keys, with and without the 1/√d_k scaling")),
+        note=f"The matrices are the notes' example ({example}).")

@@ -3,8 +3,8 @@
 `figure_image` shows a figure on a page as a PNG, whatever matplotlib backend the kernel has.
 `live_widget` observes every control, redraws the figure into an output area when one
 changes, shows a ValueError (a bad width, a function returning the wrong shape) as a red line
-instead of a traceback, and wraps everything in a `display.LiveWidget` for the static pages,
-whose snapshot is the first figure drawn (not drawn a second time).
+instead of a traceback, and wraps everything in a `display.LiveWidget`, whose snapshot is the
+first figure drawn (not drawn a second time) and which names the widget's static version, if any.
 """
 from __future__ import annotations
 
@@ -14,17 +14,19 @@ import ipywidgets as widgets
 from IPython.display import Image
 from matplotlib.figure import Figure
 
-from .display import LiveWidget, figure_png, redraw
+from .display import PAGE_DPI, LiveWidget, figure_png, redraw
+from .static import StaticRecipe
 
 __all__ = ["figure_image", "live_widget"]
 
 
-def figure_image(fig: Figure, dpi: int = 80) -> Image:
+def figure_image(fig: Figure, dpi: int = PAGE_DPI) -> Image:
     """``fig`` as a PNG image for display: a bare `Figure` has no rich output without pyplot's hooks."""
     return Image(data=figure_png(fig, dpi=dpi))
 
 
-def live_widget(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], Figure], title: str) -> LiveWidget:
+def live_widget(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], Figure], title: str,
+                static: StaticRecipe | None = None) -> LiveWidget:
     """A `LiveWidget` whose figure ``draw()`` is redrawn whenever a control in ``rows`` changes.
 
     Args:
@@ -32,6 +34,7 @@ def live_widget(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], Fig
         draw: builds the figure from the controls' current values; may raise ValueError. It may
             also set controls (e.g. refill a dropdown's options): that starts no second draw.
         title: the line above the static snapshot.
+        static: how the book's build makes the widget's static version (None: it has none).
     """
     message = widgets.HTML()
     output = widgets.Output()
@@ -52,4 +55,4 @@ def live_widget(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], Fig
             control.observe(update, names="value")
     container = widgets.VBox([*(widgets.HBox(list(row)) for row in rows), message, output])
     initial = update()
-    return LiveWidget(container, draw if initial is None else (lambda: initial), title)
+    return LiveWidget(container, draw if initial is None else (lambda: initial), title, static)

@@ -7,6 +7,7 @@ cross-attention rows over the source characters, (d) the most likely next tokens
 
 Plug in your own decoding rule with ``decoder_stepper(fn=my_pick)``: ``fn(logits) -> int``
 takes the (V,) logits of one step and returns the next token id (None: argmax, i.e. greedy).
+On the book's pages, `static_decoder_stepper` is the widget: every step of two dates.
 
 Shapes: S source positions · T generated positions · H heads · V vocabulary.
 """
@@ -25,11 +26,15 @@ from ..masks import causal_mask
 from ..multihead import record_attention
 from ..transformer import Transformer
 from .controls import live_widget
-from .display import LiveWidget
+from .display import FIGURE_WIDTH, LiveWidget
+from .static import Control, Panel, StaticRecipe, StaticWidget
 
-__all__ = ["DecodeStep", "decode_steps", "stepper_figure", "decoder_stepper"]
+__all__ = ["DecodeStep", "decode_steps", "stepper_figure", "decode_text", "decoder_stepper", "static_decoder_stepper"]
 
 PickFn = Callable[[torch.Tensor], int]
+TITLE = "Step-through decoder — greedy decoding with a KV cache, one token at a time"
+# Dates the book's static stepper offers (the live one takes any).
+DATE_PRESETS = ("Nov 22, 2026", "Thursday, March 5, 2031")
 
 
 def _label(token: str) -> str:
@@ -107,61 +112,95 @@ def stepper_figure(steps: list[DecodeStep], step: int, src_tokens: list[str], to
         raise ValueError(f"head must lie in 0 … {n_heads - 1} (or None for the mean), got {head}")
     shown = steps[: step + 1]
     inputs = ["<bos>", *(_label(tokens[s.token]) for s in shown[:-1])]  # what the decoder read at each step
-    fig = fig if fig is not None else Figure(figsize=(10, 7.5), layout="constrained")
-    (mask_ax, self_ax), (cross_ax, top_ax) = fig.subplots(2, 2, gridspec_kw={"width_ratios": [1.6, 1]})
+    fig = fig if fig is not None else Figure(figsize=(FIGURE_WIDTH, 9.0), layout="constrained")
+    panels = fig.subplot_mosaic([["mask", "self"], ["cross", "cross"], ["top", "top"]], height_ratios=[1.1, 1, 0.6])
+    mask_ax, self_ax, cross_ax, top_ax = (panels[name] for name in ("mask", "self", "cross", "top"))
     n = len(shown)
     mask = causal_mask(n).numpy()
     mask_ax.imshow(mask, cmap="Greys", vmin=0, vmax=1.6)
     mask_ax.add_patch(Rectangle((-0.5, n - 1.5), n, 1, fill=False, ec="tab:red", lw=1.5))  # this step's row
-    mask_ax.set_title("(a) causal mask (True = may attend)", fontsize=9)
+    mask_ax.set_title("(a) causal mask\n(True = may attend)", fontsize=10)
     which = "mean of heads" if head is None else f"head {head}"
     self_ax.imshow(_rows([s.self_weights for s in shown], head, n), cmap="Blues", vmin=0, vmax=1)
-    self_ax.set_title(f"(b) masked self-attention, {which}", fontsize=9)
+    self_ax.set_title(f"(b) masked self-attention,\n{which}", fontsize=10)
     for ax in (mask_ax, self_ax):
-        ax.set_xticks(range(n), inputs, fontsize=7, rotation=90)
-        ax.set_yticks(range(n), inputs, fontsize=7)
-        ax.set_xlabel("key (decoder input)", fontsize=8)
-    mask_ax.set_ylabel("query (decoder input)", fontsize=8)
+        ax.set_xticks(range(n), inputs, fontsize=9, rotation=90)
+        ax.set_yticks(range(n), inputs, fontsize=9)
+        ax.set_xlabel("key (decoder input)", fontsize=9)
+    mask_ax.set_ylabel("query (decoder input)", fontsize=9)
     cross = _rows([s.cross_weights for s in shown], head, len(src_tokens))
     cross_ax.imshow(cross, cmap="Oranges", vmin=0, vmax=max(cross.max(), 1e-9), aspect="auto")
-    cross_ax.set_xticks(range(len(src_tokens)), [_label(c) for c in src_tokens], fontsize=7,
+    cross_ax.set_xticks(range(len(src_tokens)), [_label(c) for c in src_tokens], fontsize=9,
                         rotation=90 if any(ord(c) >= 0x2E80 for c in src_tokens) else 0)
-    cross_ax.set_yticks(range(n), [f"{inp}→{_label(tokens[s.token])}" for inp, s in zip(inputs, shown)], fontsize=7)
-    cross_ax.set_xlabel("source character", fontsize=8)
-    cross_ax.set_title(f"(c) cross-attention, {which}", fontsize=9)
+    cross_ax.set_yticks(range(n), [f"{inp}→{_label(tokens[s.token])}" for inp, s in zip(inputs, shown)], fontsize=9)
+    cross_ax.set_xlabel("source character", fontsize=9)
+    cross_ax.set_title(f"(c) cross-attention, {which}", fontsize=10)
     probs, ids = steps[step].probs.topk(min(top_k, steps[step].probs.shape[0]))
     top_ax.barh(range(len(ids))[::-1], probs.numpy(), color="tab:green")
-    top_ax.set_yticks(range(len(ids))[::-1], [repr(_label(tokens[i])) for i in ids.tolist()], fontsize=8)
+    top_ax.set_yticks(range(len(ids))[::-1], [repr(_label(tokens[i])) for i in ids.tolist()], fontsize=9)
     top_ax.set_xlim(0, 1)
-    top_ax.set_title(f"(d) step {step}: next-token probabilities", fontsize=9)
+    top_ax.set_title(f"(d) step {step}: next-token probabilities", fontsize=10)
     return fig
 
 
+def decode_text(model: Transformer, task, text: str, max_len: int, layer: int = -1,
+                fn: PickFn | None = None) -> tuple[list[DecodeStep], list[str]]:
+    """`decode_steps` of one typed text; also its characters as the model reads them (the source tokens)."""
+    src, src_mask = task.encode_source([text])
+    steps = decode_steps(model, src, src_mask, bos_id=task.vocab.bos_id, eos_id=task.vocab.eos_id, max_len=max_len,
+                         layer=layer, fn=fn)
+    return steps, list(text[: int(src_mask[0].sum())])
+
+
 def decoder_stepper(fn: PickFn | None = None, *, model: Transformer | None = None, task=None,
-                    text: str = "Nov 22, 2026", max_len: int = 12) -> LiveWidget:
+                    text: str = DATE_PRESETS[0], max_len: int = 12) -> LiveWidget:
     """Type a date, then step through its translation; ``model``/``task`` default to the shipped date model.
 
     Args:
         fn: the decoding rule ``fn(logits) -> int``; None is greedy (argmax).
         model: an encoder-decoder `Transformer`; task: its task (``vocab``, ``encode_source``).
     """
-    if model is None or task is None:
+    shipped = model is None or task is None  # only the shipped model can be loaded again for the book's static view
+    if shipped:
         from ..pretrained import load_date_model  # the trained checkpoint, loaded only when needed
         dates = load_date_model()
         model, task = dates.model, dates.task
     source = widgets.Text(value=text, description="date")
-    step = widgets.IntSlider(value=max_len, min=0, max=max_len, description="step")
+    step = widgets.IntSlider(value=max_len - 1, min=0, max=max_len - 1, description="step")
     head = widgets.Dropdown(options=[("mean", None), *((str(h), h) for h in range(model.config.n_heads))],
                             value=None, description="head")
     layer = widgets.Dropdown(options=list(range(model.config.n_decoder_layers)),
                              value=model.config.n_decoder_layers - 1, description="layer")
 
     def draw() -> Figure:
-        src, src_mask = task.encode_source([source.value])
-        steps = decode_steps(model, src, src_mask, bos_id=task.vocab.bos_id, eos_id=task.vocab.eos_id,
-                             max_len=max_len, layer=layer.value, fn=fn)
-        length = int(src_mask[0].sum())
-        return stepper_figure(steps, min(step.value, len(steps) - 1), list(source.value[:length]),
-                              task.vocab.tokens, head.value)
+        steps, src_tokens = decode_text(model, task, source.value, max_len, layer.value, fn)
+        step.max = len(steps) - 1  # the slider ends at the last step decoded (and its value follows)
+        return stepper_figure(steps, step.value, src_tokens, task.vocab.tokens, head.value)
 
-    return live_widget([[source, step], [layer, head]], draw, f"Step-through decoder — translating {text!r}")
+    return live_widget([[source, step], [layer, head]], draw, TITLE,
+                       StaticRecipe.of(static_decoder_stepper, text=text, max_len=max_len)
+                       if fn is None and shipped else None)
+
+
+def static_decoder_stepper(text: str = DATE_PRESETS[0], max_len: int = 12) -> StaticWidget:
+    """The stepper on the book's pages: every step of ``text`` and of another date, last layer, mean of heads."""
+    from ..pretrained import load_date_model
+
+    dates = load_date_model()
+    texts = tuple(dict.fromkeys((text, *DATE_PRESETS)))[:2]
+    decoded = {t: decode_text(dates.model, dates.task, t, max_len) for t in texts}
+    n_steps = max(len(steps) for steps, _ in decoded.values())
+    last_layer = dates.model.config.n_decoder_layers - 1
+
+    def draw(text: str, step: int) -> Figure:
+        steps, src_tokens = decoded[text]
+        return stepper_figure(steps, step, src_tokens, dates.task.vocab.tokens)
+
+    return StaticWidget(
+        TITLE,
+        controls=(Control("text", "date", texts, text),
+                  Control("step", "step", tuple(range(n_steps)), len(decoded[text][0]) - 1),
+                  Control("layer", "layer", (last_layer,), last_layer),
+                  Control("head", "head", (None,), None, labels=("mean",))),
+        panels=(Panel(draw, ("text", "step"), alt="the causal mask, self-attention and cross-attention rows up to "
+                                                 "this step, and the next-token probabilities"),))

@@ -1,9 +1,11 @@
-"""Show a widget live in Jupyter and as a static snapshot of its initial state on a book page.
+"""Show a widget live in Jupyter, and as an HTML snapshot of its initial state where no kernel runs.
 
-The book is a static site: widget JavaScript is not loaded there, so each widget also carries
-an HTML snapshot (its controls' values and its first figure) that the page shows instead.
-Figures are drawn on `matplotlib.figure.Figure` objects, never through pyplot, so no GUI
-backend is needed (headless builds, CI).
+Outside a kernel (the book's pages, a notebook viewer) the widget JavaScript has nothing to talk
+to, so each widget also carries an HTML snapshot: its title and its first figure. A widget with a
+static version names it in the snapshot (`static.StaticRecipe`), and the book's build replaces the
+snapshot on the page by that version, whose controls work without a kernel.
+Figures are drawn on `matplotlib.figure.Figure` objects, never through pyplot, so no GUI backend
+is needed (headless builds, CI).
 """
 from __future__ import annotations
 
@@ -11,24 +13,35 @@ import base64
 import html
 import io
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 from IPython.display import Image, clear_output, display
 from matplotlib.figure import Figure
 
-__all__ = ["LiveWidget", "figure_png", "show_figure", "redraw", "LIVE_HINT"]
+if TYPE_CHECKING:
+    from .static import StaticRecipe
+
+__all__ = ["LiveWidget", "figure_png", "show_figure", "redraw", "LIVE_HINT", "FIGURE_WIDTH", "PAGE_DPI"]
+
+# A figure FIGURE_WIDTH inches wide, drawn at PAGE_DPI (on the site and in Jupyter), fits the book's
+# text column (about 630 px) without shrinking, so its 9-10 pt text shows at 12 px or more.
+FIGURE_WIDTH = 6.3
+PAGE_DPI = 100
 
 LIVE_HINT = (
-    "Static snapshot of the widget's initial state. To use the controls, open this page live "
-    "with the rocket (launch) button at the top (Binder, JupyterHub or Colab), or download it as a "
-    "notebook, and run the cells."
+    "Snapshot of the widget's initial state. To use the controls, open this page live with the rocket "
+    "(launch) button at the top (Binder, JupyterHub or Colab), or download it as a notebook, and run the cells."
 )
 
 
-def figure_png(fig: Figure, dpi: int = 80) -> bytes:
-    """Render a figure to PNG bytes (a low dpi keeps the pages light)."""
+def figure_png(fig: Figure, dpi: int = PAGE_DPI) -> bytes:
+    """Render a figure to PNG bytes.
+
+    A figure with a layout engine already fits its contents; cropping it ("tight") would draw it twice.
+    """
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches=None if fig.get_layout_engine() else "tight")
     return buffer.getvalue()
 
 
@@ -52,38 +65,26 @@ def redraw(output: widgets.Output, message: widgets.HTML, draw: Callable[[], Fig
     return fig
 
 
-def _controls(widget: widgets.Widget) -> list[tuple[str, str]]:
-    """(description, value) of every control inside ``widget``, depth first."""
-    found = []
-    if hasattr(widget, "value") and getattr(widget, "description", "") and not isinstance(widget, widgets.Output):
-        found.append((widget.description, str(widget.value)))
-    for child in getattr(widget, "children", ()):
-        found.extend(_controls(child))
-    return found
-
-
 class LiveWidget:
-    """An ipywidgets container that renders as a static HTML snapshot outside Jupyter.
+    """An ipywidgets container that renders as an HTML snapshot where no kernel runs.
 
     Args:
         widget: the live container (controls and an output area).
         snapshot: draws the figure of the initial state.
         title: a line shown above the snapshot.
+        static: how the book's build makes the widget's static version; None when it has none
+            (e.g. it runs a student's function, which the build does not have).
     """
 
-    def __init__(self, widget: widgets.Widget, snapshot: Callable[[], Figure], title: str) -> None:
-        self.widget, self.snapshot, self.title = widget, snapshot, title
+    def __init__(self, widget: widgets.Widget, snapshot: Callable[[], Figure], title: str,
+                 static: StaticRecipe | None = None) -> None:
+        self.widget, self.snapshot, self.title, self.static = widget, snapshot, title, static
 
     def snapshot_html(self) -> str:
-        rows = "".join(
-            f"<tr><td>{html.escape(name)}</td><td><code>{html.escape(value)}</code></td></tr>"
-            for name, value in _controls(self.widget)
-        )
         image = base64.b64encode(figure_png(self.snapshot())).decode("ascii")
+        recipe = f" {self.static.html_attribute()}" if self.static is not None else ""
         return (
-            f'<div class="widget-snapshot"><p><strong>{html.escape(self.title)}</strong></p>'
-            f'<table class="widget-controls"><thead><tr><th>control</th><th>initial value</th></tr></thead>'
-            f"<tbody>{rows}</tbody></table>"
+            f'<div class="widget-snapshot"{recipe}><p><strong>{html.escape(self.title)}</strong></p>'
             f'<img src="data:image/png;base64,{image}" alt="{html.escape(self.title)}: initial state" '
             f'style="max-width:100%"/><p><em>{html.escape(LIVE_HINT)}</em></p></div>'
         )

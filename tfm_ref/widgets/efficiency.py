@@ -7,6 +7,8 @@ keeps only (T, Dh) outputs and per-row statistics. `measure_attention` measures 
 machine; `PeakMemory` counts the bytes of every tensor the operators create and free, which
 works on CPU, where PyTorch has no allocator statistics. Plug in your own attention with
 ``attention_cost_explorer(fn=my_attention)``: ``fn(q, k, v) -> out`` is measured alongside.
+On the book's pages, `static_attention_cost_explorer` is the widget: the recorded benchmark, and
+measurements made on the machine that built the book.
 
 Shapes: B batch · H heads · T = S = n positions · Dh head width.
 """
@@ -28,14 +30,18 @@ from torch.utils._pytree import tree_flatten
 
 from ..attention import scaled_dot_product_attention, sdpa_attention
 from .controls import live_widget
-from .display import LiveWidget
+from .display import FIGURE_WIDTH, LiveWidget
+from .static import Control, Panel, StaticRecipe, StaticWidget
 
 __all__ = ["PeakMemory", "measure_attention", "from_bench", "recorded_benchmarks", "cost_figure",
-           "attention_cost_explorer"]
+           "attention_cost_explorer", "static_attention_cost_explorer"]
 
 AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 DEFAULT_FNS: dict[str, AttentionFn] = {"eager (tfm_ref)": scaled_dot_product_attention,
                                        "fused (F.scaled_dot_product_attention)": sdpa_attention}
+TITLE = "Attention cost — eager vs fused, time and memory against n"
+LONGEST = (256, 512, 1024, 2048)  # the explorer's choices of the longest n (measured from 64 up, doubling)
+HEAD_DIMS = (32, 64, 128)
 
 
 class PeakMemory(TorchDispatchMode):
@@ -138,7 +144,7 @@ def recorded_benchmarks(folder: str | Path) -> dict[str, dict]:
 
 def cost_figure(data: dict, title: str = "", fig: Figure | None = None) -> Figure:
     """Log-log time and memory against n for every function in ``data`` (see `measure_attention`)."""
-    fig = fig if fig is not None else Figure(figsize=(11, 3.4), layout="constrained")
+    fig = fig if fig is not None else Figure(figsize=(FIGURE_WIDTH, 4.0), layout="constrained")
     time_ax, memory_ax = fig.subplots(1, 2)
     n = np.array(data["seq_len"], dtype=float)
     for name, result in data["results"].items():
@@ -155,11 +161,11 @@ def cost_figure(data: dict, title: str = "", fig: Figure | None = None) -> Figur
         ax.set_xlabel("sequence length n")
         ax.set_ylabel(unit)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    time_ax.set_title(f"(a) time — {data['device']}, {data['shape']}", fontsize=9)
-    memory_ax.set_title("(b) peak memory of the tensors attention creates", fontsize=9)
-    if title:
-        fig.suptitle(title, fontsize=10)
+    time_ax.set_title("(a) time", fontsize=10)
+    memory_ax.set_title("(b) peak memory of the\ntensors attention creates", fontsize=10)
+    fig.legend(*time_ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=9)
+    fig.suptitle(f"{title}\n{data['device']}, {data['shape']}" if title else f"{data['device']}, {data['shape']}",
+                 fontsize=10)
     return fig
 
 
@@ -171,20 +177,65 @@ def attention_cost_explorer(fn: AttentionFn | None = None, data: dict | None = N
         data: recorded results (e.g. GPU benchmarks) in `measure_attention`'s format, shown
             until a control changes.
     """
-    longest = widgets.Dropdown(options=[256, 512, 1024, 2048], value=1024, description="longest n")
-    head_dim = widgets.Dropdown(options=[32, 64, 128], value=64, description="head width")
+    longest = widgets.Dropdown(options=LONGEST, value=1024, description="longest n")
+    head_dim = widgets.Dropdown(options=HEAD_DIMS, value=64, description="head width")
     fns = dict(DEFAULT_FNS, **({"your fn": fn} if fn is not None else {}))
     recorded = {"data": data}
 
     def draw() -> Figure:
         if recorded["data"] is not None:
             return cost_figure(recorded["data"], "recorded benchmark")
-        lengths = [2**p for p in range(6, int(np.log2(longest.value)) + 1)]
-        return cost_figure(measure_attention(lengths, fns, head_dim=head_dim.value), "measured now, on this CPU")
+        return cost_figure(measure_attention(_lengths(longest.value), fns, head_dim=head_dim.value),
+                           "measured now, on this CPU")
 
     def measure_now(_change) -> None:
         recorded["data"] = None  # any change of a control measures on this machine
 
     for control in (longest, head_dim):
         control.observe(measure_now, names="value")
-    return live_widget([[longest, head_dim]], draw, "Attention cost — eager vs fused, time and memory against n")
+    return live_widget([[longest, head_dim]], draw, TITLE,
+                       StaticRecipe.of(static_attention_cost_explorer, data=data) if fn is None else None)
+
+
+def _lengths(longest: int) -> list[int]:
+    """The lengths the explorer measures: 64, 128, … up to ``longest``."""
+    return [2**p for p in range(6, int(np.log2(longest)) + 1)]
+
+
+def _crop(data: dict, longest: int) -> dict:
+    """``data`` (see `measure_attention`) without the lengths beyond ``longest``."""
+    keep = [i for i, n in enumerate(data["seq_len"]) if n <= longest]
+    return dict(data, seq_len=[data["seq_len"][i] for i in keep],
+                results={name: {key: [values[i] for i in keep] for key, values in result.items()}
+                         for name, result in data["results"].items()})
+
+
+def static_attention_cost_explorer(data: dict | None = None, longest_measured: int = 1024) -> StaticWidget:
+    """The explorer on the book's pages: the recorded ``data``, or measurements on the machine building the book.
+
+    Each head width is measured once (when first drawn), up to ``longest_measured`` (one of the live
+    explorer's choices, and the first shown); a shorter "longest n" shows the start of that measurement.
+    """
+    recorded, measured = "recorded benchmark", "measured on the build machine"
+    sources = (recorded, measured) if data is not None else (measured,)
+    measurements: dict[int, dict] = {}
+
+    def draw(source: str, longest: int, head_dim: int) -> Figure:
+        if source == recorded:
+            return cost_figure(data, "recorded benchmark")
+        if head_dim not in measurements:
+            measurements[head_dim] = measure_attention(_lengths(longest_measured), head_dim=head_dim)
+        return cost_figure(_crop(measurements[head_dim], longest), "measured while the book was built (CPU)")
+
+    def same_figure(source: str, longest: int, head_dim: int) -> tuple:
+        return (source,) if source == recorded else (source, longest, head_dim)
+
+    return StaticWidget(
+        TITLE,
+        controls=(Control("source", "data", sources, sources[0]),
+                  Control("longest", "longest n", tuple(n for n in LONGEST if n <= longest_measured), longest_measured),
+                  Control("head_dim", "head width", HEAD_DIMS, 64)),
+        panels=(Panel(draw, ("source", "longest", "head_dim"), key=same_figure,
+                      alt="time and peak memory against sequence length, eager and fused attention, log-log"),),
+        note="Longest n and head width choose what the build machine measured; the recorded benchmark is fixed."
+        if data is not None else "")

@@ -7,7 +7,8 @@ a normalisation (yours, with ``fn=``) and shows that every such group comes out 
 
 `depth_explorer` builds a deep stack of encoder blocks, Post-Norm and Pre-Norm from the same
 seed, and plots the gradient norm that reaches each layer at initialisation. The chapter's
-training experiment uses `DeepStack` and `train_deep_stack` from here as well.
+training experiment uses `DeepStack` and `train_deep_stack` from here as well. On the book's pages,
+`static_norm_axes_explorer` and `static_depth_explorer` are the widgets.
 
 Shapes: B batch · T positions · D model width · V vocabulary · L layers.
 """
@@ -28,15 +29,20 @@ from ..blocks import EncoderBlock
 from ..norms import LayerNorm, layer_norm, rms_norm
 from ..positional import sinusoidal_positional_encoding
 from .controls import live_widget
-from .display import LiveWidget
+from .display import FIGURE_WIDTH, LiveWidget
+from .static import Control, Panel, StaticRecipe, StaticWidget
 
 __all__ = [
-    "NORM_KINDS", "norm_groups", "reference_norm", "group_statistics", "axes_figure", "norm_axes_explorer",
-    "DeepStack", "reverse_batch", "gradient_norms_by_depth", "train_deep_stack", "depth_figure", "depth_explorer",
+    "NORM_KINDS", "norm_groups", "reference_norm", "group_statistics", "groups_figure", "statistics_figure",
+    "axes_figure", "norm_axes_explorer", "static_norm_axes_explorer", "DeepStack", "reverse_batch",
+    "gradient_norms_by_depth", "train_deep_stack", "depth_figure", "depth_panel", "depth_explorer",
+    "static_depth_explorer",
 ]
 
 # The axes of a (B, T, D) tensor that one statistic (mean, variance) is taken over.
 NORM_KINDS: dict[str, tuple[int, ...]] = {"BatchNorm": (0, 1), "LayerNorm": (2,), "RMSNorm": (2,)}
+AXES_SHAPE = (3, 4, 6)  # (B, T, D) of the axis picker's tensor
+DEPTH_TITLE = "Gradient norm by depth — Post-Norm vs Pre-Norm at initialisation"
 
 NormFn = Callable[[torch.Tensor], torch.Tensor]
 BlockFn = Callable[[int, int, int, bool], nn.Module]
@@ -77,62 +83,103 @@ def group_statistics(kind: str, y: torch.Tensor) -> dict[str, np.ndarray]:
     return {"mean": y.mean(dim=axes).flatten().numpy(), "rms": y.pow(2).mean(dim=axes).sqrt().flatten().numpy()}
 
 
-def axes_figure(kind: str, shape: tuple[int, int, int] = (3, 4, 6), cell: tuple[int, int, int] = (0, 1, 2),
-                fn: NormFn | None = None, seed: int = 0, fig: Figure | None = None) -> Figure:
-    """(left) the B grids with the group of ``cell`` highlighted; (right) statistics of the normalised groups.
+def groups_figure(kind: str, shape: tuple[int, int, int], cell: tuple[int, int, int],
+                  fig: Figure | None = None) -> Figure:
+    """The B grids of a (B, T, D) tensor with the cells that share ``cell``'s statistic highlighted.
 
     Raises:
-        ValueError: an unknown kind, a cell outside the tensor, or ``fn`` changing the shape.
+        ValueError: an unknown kind or a cell outside the tensor.
     """
     groups = norm_groups(kind, shape)
     if any(not 0 <= c < s for c, s in zip(cell, shape)):
         raise ValueError(f"cell {cell} is outside the tensor of shape {shape}")
-    chosen = groups[cell]
-    x = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 3 + 1
-    y = (fn or reference_norm(kind))(x.clone())
-    if tuple(y.shape) != shape:
-        raise ValueError(f"the normalisation must keep the shape {shape}, got {tuple(y.shape)}")
-    stats = group_statistics(kind, y)
-
-    fig = fig if fig is not None else Figure(figsize=(11, 3.2), layout="constrained")
-    grid_figure, stats_figure = fig.subfigures(1, 2, width_ratios=[1.6, 1])
-    axes = np.atleast_1d(grid_figure.subplots(1, shape[0]))
+    fig = fig if fig is not None else Figure(figsize=(FIGURE_WIDTH, 2.5), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, shape[0]))
     colours = ListedColormap(["#e8e8e8", "tab:orange"])
     for b, ax in enumerate(axes):
-        ax.imshow(groups[b] == chosen, cmap=colours, vmin=0, vmax=1)
+        ax.imshow(groups[b] == groups[cell], cmap=colours, vmin=0, vmax=1)
         ax.set_xticks(range(shape[2]))
         ax.set_yticks(range(shape[1]))
         ax.set_xticks(np.arange(-0.5, shape[2]), minor=True)
         ax.set_yticks(np.arange(-0.5, shape[1]), minor=True)
         ax.grid(which="minor", color="white", lw=1.5)
-        ax.tick_params(labelsize=7, which="both", length=0)
-        ax.set_title(f"sequence b = {b}", fontsize=9)
+        ax.tick_params(labelsize=9, which="both", length=0)
+        ax.set_title(f"sequence b = {b}", fontsize=10)
         ax.set_xlabel("feature d")
     axes[0].set_ylabel("position t")
     pooled = " and ".join("BTD"[a] for a in NORM_KINDS[kind])
-    grid_figure.suptitle(f"{kind}: one statistic over axis {pooled} — the cells pooled with {cell}", fontsize=10)
-    ax = stats_figure.subplots()
+    fig.suptitle(f"one statistic over axis {pooled}: the orange cells share it", fontsize=10)
+    return fig
+
+
+def statistics_figure(kind: str, shape: tuple[int, int, int] = AXES_SHAPE, fn: NormFn | None = None, seed: int = 0,
+                      fig: Figure | None = None) -> Figure:
+    """Mean and RMS of every group of ``kind`` after normalising a random (B, T, D) tensor (with ``fn`` if given).
+
+    Raises:
+        ValueError: an unknown kind, or ``fn`` changing the shape.
+    """
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 3 + 1
+    y = (fn or reference_norm(kind))(x.clone())
+    if tuple(y.shape) != shape:
+        raise ValueError(f"the normalisation must keep the shape {shape}, got {tuple(y.shape)}")
+    stats = group_statistics(kind, y)
+    fig = fig if fig is not None else Figure(figsize=(FIGURE_WIDTH, 2.8), layout="constrained")
+    ax = fig.subplots()
     ax.plot(stats["mean"], "o", label="mean of group")
     ax.plot(stats["rms"], "s", label="RMS of group")
     ax.axhline(0, color="grey", lw=0.5)
     ax.axhline(1, color="grey", lw=0.5, ls="--")
     ax.set_xlabel(f"group ({len(stats['mean'])} groups)")
-    ax.set_title("after normalising" + (" (your fn)" if fn else ""), fontsize=9)
-    ax.legend(fontsize=7)
+    ax.set_title(f"{kind}: every group after normalising" + (" (your fn)" if fn else ""), fontsize=10)
+    ax.legend(fontsize=9)
+    return fig
+
+
+def axes_figure(kind: str, shape: tuple[int, int, int] = AXES_SHAPE, cell: tuple[int, int, int] = (0, 1, 2),
+                fn: NormFn | None = None, seed: int = 0, fig: Figure | None = None) -> Figure:
+    """(top) `groups_figure` for ``cell``; (bottom) `statistics_figure` of the normalised groups.
+
+    Raises:
+        ValueError: an unknown kind, a cell outside the tensor, or ``fn`` changing the shape.
+    """
+    fig = fig if fig is not None else Figure(figsize=(FIGURE_WIDTH, 5.6), layout="constrained")
+    grid_figure, stats_figure = fig.subfigures(2, 1, height_ratios=[1, 1.1])
+    groups_figure(kind, shape, cell, grid_figure)
+    statistics_figure(kind, shape, fn, seed, stats_figure)
     return fig
 
 
 def norm_axes_explorer(fn: NormFn | None = None) -> LiveWidget:
     """Pick the kind and a cell; see what it is normalised with, and the statistics after."""
     kind = widgets.Dropdown(options=list(NORM_KINDS), value="LayerNorm", description="norm")
-    b = widgets.IntSlider(value=0, min=0, max=2, description="b")
-    t = widgets.IntSlider(value=1, min=0, max=3, description="t")
-    d = widgets.IntSlider(value=2, min=0, max=5, description="d")
+    b = widgets.IntSlider(value=0, min=0, max=AXES_SHAPE[0] - 1, description="b")
+    t = widgets.IntSlider(value=1, min=0, max=AXES_SHAPE[1] - 1, description="t")
+    d = widgets.IntSlider(value=2, min=0, max=AXES_SHAPE[2] - 1, description="d")
 
     def draw() -> Figure:
-        return axes_figure(kind.value, cell=(b.value, t.value, d.value), fn=fn)
+        return axes_figure(kind.value, AXES_SHAPE, cell=(b.value, t.value, d.value), fn=fn)
 
-    return live_widget([[kind], [b, t, d]], draw, "Normalisation axes — which elements share a mean and variance")
+    return live_widget([[kind], [b, t, d]], draw, "Normalisation axes — which elements share a mean and variance",
+                       StaticRecipe.of(static_norm_axes_explorer) if fn is None else None)
+
+
+def static_norm_axes_explorer() -> StaticWidget:
+    """The axis picker on the book's pages: every kind and cell; each highlighted group is drawn once."""
+    def pooled_with(kind: str, b: int, t: int, d: int) -> tuple:
+        """Cells in one group draw the same grids: the key is the pooled axes and the cell's other coordinates."""
+        axes = NORM_KINDS[kind]
+        return axes, tuple(c for axis, c in enumerate((b, t, d)) if axis not in axes)
+
+    return StaticWidget(
+        "Normalisation axes — which elements share a mean and variance",
+        controls=(Control("kind", "norm", tuple(NORM_KINDS), "LayerNorm"),
+                  *(Control(name, name, tuple(range(size)), initial)
+                    for name, size, initial in zip("btd", AXES_SHAPE, (0, 1, 2)))),
+        panels=(Panel(lambda kind, b, t, d: groups_figure(kind, AXES_SHAPE, (b, t, d)), ("kind", "b", "t", "d"),
+                      key=pooled_with, alt="the batch as grids of positions × features, the pooled cells in orange"),
+                Panel(lambda kind: statistics_figure(kind, AXES_SHAPE), ("kind",),
+                      alt="mean and RMS of every group after normalising")))
 
 
 class DeepStack(nn.Module):
@@ -206,15 +253,15 @@ def train_deep_stack(n_layers: int = 24, d_model: int = 64, norm_first: bool = F
 def depth_figure(gradients: dict[str, np.ndarray], losses: dict[str, list[float]] | None = None,
                  fig: Figure | None = None) -> Figure:
     """(a) gradient norm by layer for each layout; (b) training losses, when given."""
-    fig = fig if fig is not None else Figure(figsize=(11 if losses else 6, 3.3), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(1, 2 if losses else 1))
+    fig = fig if fig is not None else Figure(figsize=(FIGURE_WIDTH, 6.4 if losses else 3.3), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(2 if losses else 1, 1))
     for label, norms in gradients.items():
         axes[0].plot(np.arange(len(norms)), norms, "o-", ms=3, label=label)
     axes[0].set_xlabel("layer l (0 = first, next to the embedding)")
     axes[0].set_ylabel("‖∂loss/∂x_l‖")
     axes[0].set_ylim(bottom=0)
     axes[0].set_title("(a) gradient reaching each layer's input, at initialisation", fontsize=10)
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=9)
     axes[0].grid(alpha=0.3)
     if losses:
         for label, history in losses.items():
@@ -223,7 +270,7 @@ def depth_figure(gradients: dict[str, np.ndarray], losses: dict[str, list[float]
         axes[1].set_xlabel("step")
         axes[1].set_ylabel("training loss")
         axes[1].set_title("(b) training, same seed and learning rate, no warmup", fontsize=10)
-        axes[1].legend(fontsize=8)
+        axes[1].legend(fontsize=9)
         axes[1].grid(alpha=0.3)
     return fig
 
@@ -237,7 +284,22 @@ def depth_explorer(fn: BlockFn | None = None) -> LiveWidget:
     width = widgets.Dropdown(options=[32, 64, 128], value=64, description="d_model")
 
     def draw() -> Figure:
-        return depth_figure({label: gradient_norms_by_depth(depth.value, width.value, norm_first, block_fn=fn)
-                             for label, norm_first in (("Post-Norm", False), ("Pre-Norm", True))})
+        return depth_panel(depth.value, width.value, fn)
 
-    return live_widget([[depth, width]], draw, "Gradient norm by depth — Post-Norm vs Pre-Norm at initialisation")
+    return live_widget([[depth, width]], draw, DEPTH_TITLE,
+                       StaticRecipe.of(static_depth_explorer) if fn is None else None)
+
+
+def depth_panel(n_layers: int, d_model: int, block_fn: BlockFn | None = None) -> Figure:
+    """`depth_figure` of the gradient norms of a Post-Norm and a Pre-Norm stack from the same seed."""
+    return depth_figure({label: gradient_norms_by_depth(n_layers, d_model, norm_first, block_fn=block_fn)
+                         for label, norm_first in (("Post-Norm", False), ("Pre-Norm", True))})
+
+
+def static_depth_explorer() -> StaticWidget:
+    """The depth explorer on the book's pages: four depths, three widths."""
+    return StaticWidget(
+        DEPTH_TITLE,
+        controls=(Control("n_layers", "layers", (6, 12, 24, 48), 24), Control("d_model", "d_model", (32, 64, 128), 64)),
+        panels=(Panel(depth_panel, ("n_layers", "d_model"),
+                      alt="gradient norm reaching each layer's input, Post-Norm and Pre-Norm"),))

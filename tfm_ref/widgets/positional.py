@@ -4,7 +4,7 @@ Panel (a) is the table PE (positions × features): fast sin/cos pairs on the lef
 the right. Panel (b) is PE(p)·PE(p + k) against the offset k for a few anchors p: the curves
 lie on top of each other, because the dot product depends on k only. Plug in your own table
 with ``pe_explorer(fn=my_pe)``: ``fn(n_positions, d_model) -> (n_positions, d_model)`` like
-`tfm_ref.sinusoidal_positional_encoding`.
+`tfm_ref.sinusoidal_positional_encoding`. On the book's pages, `static_pe_explorer` is the widget.
 
 Shapes: P positions · D model width.
 """
@@ -19,9 +19,11 @@ from matplotlib.figure import Figure
 
 from ..positional import sinusoidal_positional_encoding
 from .controls import live_widget
-from .display import LiveWidget
+from .display import FIGURE_WIDTH, LiveWidget
+from .static import Control, Panel, StaticRecipe, StaticWidget, single_panel
 
-__all__ = ["pe_table", "offset_dot_products", "pe_figure", "pe_explorer"]
+__all__ = ["pe_table", "offset_dot_products", "explorer_anchors", "pe_heatmap", "offset_curves", "pe_figure",
+           "pe_explorer", "static_pe_explorer"]
 
 PEFn = Callable[[int, int], torch.Tensor]
 
@@ -52,27 +54,46 @@ def offset_dot_products(table: torch.Tensor, anchor: int, max_offset: int) -> to
     return rows @ table[anchor] / (table.shape[1] / 2)  # (K + 1,)
 
 
-def pe_figure(table: torch.Tensor, anchors: tuple[int, ...] = (0, 10, 30), max_offset: int = 50,
-              fig: Figure | None = None) -> Figure:
-    """(a) the PE heatmap, (b) normalised PE(p)·PE(p + k) against k for each anchor p."""
-    fig = fig if fig is not None else Figure(figsize=(11, 3.6), layout="constrained")
-    heat, curve = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
-    image = heat.imshow(table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-    heat.set_xlabel("feature index (even = sin, odd = cos)")
-    heat.set_ylabel("position p")
-    heat.set_title(f"(a) PE table, {table.shape[0]} positions × d_model = {table.shape[1]}", fontsize=10)
-    fig.colorbar(image, ax=heat, fraction=0.04)
+def explorer_anchors(anchor: int, n_positions: int) -> tuple[int, ...]:
+    """The explorer's anchors: the chosen one (kept in the first half of the table), 0 and a quarter of the way."""
+    return tuple(dict.fromkeys((min(anchor, n_positions // 2), 0, n_positions // 4)))
+
+
+def pe_heatmap(table: torch.Tensor, ax) -> None:
+    """(a) the PE table as a heatmap on ``ax``, with its colour bar."""
+    image = ax.imshow(table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    ax.set_xlabel("feature index (even = sin, odd = cos)")
+    ax.set_ylabel("position p")
+    ax.set_title(f"(a) PE table, {table.shape[0]} positions × d_model = {table.shape[1]}", fontsize=10)
+    ax.figure.colorbar(image, ax=ax, fraction=0.05)
+
+
+def offset_curves(table: torch.Tensor, anchors: tuple[int, ...], max_offset: int, ax) -> None:
+    """(b) normalised PE(p)·PE(p + k) against k on ``ax``, one curve per anchor p (the first one bold)."""
     max_offset = min(max_offset, table.shape[0] - 1 - max(anchors))
     offsets = np.arange(max_offset + 1)
     for anchor in anchors:
-        curve.plot(offsets, offset_dot_products(table, anchor, max_offset).numpy(), label=f"p = {anchor}",
-                   lw=2 if anchor == anchors[0] else 1, ls="-" if anchor == anchors[0] else "--")
-    curve.set_xlabel("offset k")
-    curve.set_ylabel("PE(p)·PE(p+k) / (d/2)")
-    curve.set_title("(b) the dot product depends on the offset only", fontsize=10)
-    curve.legend(fontsize=8)
-    curve.grid(alpha=0.3)
+        ax.plot(offsets, offset_dot_products(table, anchor, max_offset).numpy(), label=f"p = {anchor}",
+                lw=2 if anchor == anchors[0] else 1, ls="-" if anchor == anchors[0] else "--")
+    ax.set_xlabel("offset k")
+    ax.set_ylabel("PE(p)·PE(p+k) / (d/2)")
+    ax.set_title("(b) the dot product depends on the offset only", fontsize=10)
+    ax.legend(fontsize=9)
+    ax.grid(alpha=0.3)
+
+
+def pe_figure(table: torch.Tensor, anchors: tuple[int, ...] = (0, 10, 30), max_offset: int = 50,
+              fig: Figure | None = None) -> Figure:
+    """(a) the PE heatmap above (b) normalised PE(p)·PE(p + k) against k for each anchor p."""
+    fig = fig if fig is not None else Figure(figsize=(FIGURE_WIDTH, 6.6), layout="constrained")
+    heat, curve = fig.subplots(2, 1, height_ratios=[1.2, 1])
+    pe_heatmap(table, heat)
+    offset_curves(table, anchors, max_offset, curve)
     return fig
+
+
+
+TITLE = "Positional-encoding explorer — heatmap and dot product against offset"
 
 
 def pe_explorer(fn: PEFn | None = None, n_positions: int = 100, d_model: int = 64) -> LiveWidget:
@@ -83,8 +104,28 @@ def pe_explorer(fn: PEFn | None = None, n_positions: int = 100, d_model: int = 6
 
     def draw() -> Figure:
         table = pe_table(length.value, width.value, fn)
-        first = min(anchor.value, length.value // 2)
-        return pe_figure(table, anchors=(first, 0, length.value // 4), max_offset=length.value // 2)
+        return pe_figure(table, anchors=explorer_anchors(anchor.value, length.value), max_offset=length.value // 2)
 
-    return live_widget([[width, length, anchor]], draw,
-                       "Positional-encoding explorer — heatmap and dot product against offset")
+    return live_widget([[width, length, anchor]], draw, TITLE,
+                       StaticRecipe.of(static_pe_explorer, n_positions=n_positions, d_model=d_model)
+                       if fn is None else None)
+
+
+def static_pe_explorer(n_positions: int = 100, d_model: int = 64) -> StaticWidget:
+    """The explorer on the book's pages: three widths, three lengths, three anchors (the given ones included)."""
+    def offered(defaults: tuple[int, ...], given: int) -> tuple[int, ...]:
+        return tuple(sorted({*defaults, given}))
+
+    def curves(d_model: int, n_positions: int, anchor: int) -> Figure:
+        return single_panel(offset_curves, pe_table(n_positions, d_model), explorer_anchors(anchor, n_positions),
+                       n_positions // 2)
+
+    return StaticWidget(
+        TITLE,
+        controls=(Control("d_model", "d_model", offered((16, 64, 256), d_model), d_model),
+                  Control("n_positions", "positions", offered((50, 100, 200), n_positions), n_positions),
+                  Control("anchor", "anchor p", (0, 10, 30), 10)),
+        panels=(Panel(lambda d_model, n_positions: single_panel(pe_heatmap, pe_table(n_positions, d_model)),
+                      ("d_model", "n_positions"), alt="the sinusoidal PE table as a heatmap, positions against features"),
+                Panel(curves, ("d_model", "n_positions", "anchor"),
+                      alt="normalised dot product PE(p)·PE(p+k) against the offset k for three anchors")))
