@@ -4,6 +4,14 @@
   twice (executed notebooks, bibliography) declares ``const THEBE_JS_URL`` twice, a SyntaxError
   in the browser. Keep the first of identical scripts.
 - pydata-sphinx-theme reports "invalid theme mode" when no default colour mode is set: set "auto".
+- pydata-sphinx-theme adds a search field to a header bar of its own, above sphinx-book-theme's
+  sidebar, which has one already: leave the header's persistent items empty (one search field).
+- The JupyterHub launch button is off until a hub is named: ``launch_buttons.jupyterhub_url`` in
+  _config.yml, or the environment variable ``BOOK_JUPYTERHUB_URL`` when the book is built.
+- A page that shows no code (the glossary, the errata, the references) gets no launch buttons:
+  there is nothing on it to run.
+- The figures the build draws in this process (the widgets' states) use ``book/matplotlibrc``, as
+  the pages' kernels do (they run in book/), so Chinese labels find their CJK font there too.
 - Colab opens only ``.ipynb`` files from GitHub, and the pages are MyST markdown. After the
   build, each page's executed notebook is written to ``_build/colab/<page>.ipynb``; publishing
   the site pushes that folder to the branch ``colab_branch``, and the Colab button opens the
@@ -14,14 +22,43 @@
 """
 from __future__ import annotations
 
+import os
 import re
 from contextlib import suppress
 from pathlib import Path
 
+import matplotlib
 import nbformat
+from docutils import nodes
 from jupyter_cache import get_cache
 
 _COLAB_LINK = re.compile(r"^(?P<head>.*/github/[^/]+/[^/]+/blob/)[^/]+/(?P<page>.+)\.(md|ipynb)$")
+
+
+HUB_VARIABLE = "BOOK_JUPYTERHUB_URL"
+
+
+def _configure_theme(app, config) -> None:
+    options = config.html_theme_options
+    options.setdefault("navbar_persistent", [])
+    hub = os.environ.get(HUB_VARIABLE, "").strip()
+    if hub:
+        options.setdefault("launch_buttons", {})["jupyterhub_url"] = hub
+
+
+def _matplotlib_settings(app, config) -> None:
+    matplotlib.rc_file(Path(app.confdir) / "book" / "matplotlibrc", use_default_template=False)  # its keys only
+
+
+def _shows_code(doctree) -> bool:
+    """Whether the page shows a code cell's source (cells tagged remove-input show none)."""
+    return any(node.get("nb_element") == "cell_code_source" for node in doctree.findall(nodes.container))
+
+
+def _launch_buttons_only_where_code_runs(app, pagename, templatename, context, doctree) -> None:
+    if doctree is not None and not _shows_code(doctree):
+        context["header_buttons"] = [group for group in context.get("header_buttons", [])
+                                     if not (isinstance(group, dict) and group.get("label") == "launch-buttons")]
 
 
 def _script_key(script) -> tuple:
@@ -80,6 +117,9 @@ def _export_executed_notebooks(app, exception) -> None:
 
 def setup(app):
     app.add_config_value("colab_branch", "notebooks", "html")
+    app.connect("config-inited", _configure_theme)
+    app.connect("config-inited", _matplotlib_settings)
+    app.connect("html-page-context", _launch_buttons_only_where_code_runs, priority=900)
     app.connect("html-page-context", _tidy_page, priority=900)
     app.connect("html-page-context", _colab_links_to_published_notebooks, priority=900)
     app.connect("build-finished", _export_executed_notebooks)

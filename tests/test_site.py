@@ -7,37 +7,19 @@ sure no page, download or source copy of the site contains solution code.
 """
 from __future__ import annotations
 
-import functools
 import html
-import http.server
 import json
-import os
 import re
-import shutil
-import tempfile
-import threading
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from site_browser import ROOT, SITE, browser, server, shows_code, skip_unless_built, toc_pages, wait  # noqa: F401 (fixtures)
 
-ROOT = Path(__file__).resolve().parents[1]
-# BOOK_SITE points the tests at a site built elsewhere (`jupyter-book build . --path-output DIR`).
-SITE = Path(os.environ.get("BOOK_SITE", ROOT / "_build" / "html"))
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-
-if not (SITE / "index.html").is_file():
-    pytest.skip("the book is not built: run `make book` (or `jupyter-book build .`) first", allow_module_level=True)
+skip_unless_built()
 
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
-
-
-def toc_pages() -> list[str]:
-    """The html path (relative to the site) of every page in _toc.yml, in order."""
-    files = re.findall(r"^\s*(?:root|-\s*file):\s*(\S+)\s*$", (ROOT / "_toc.yml").read_text(encoding="utf-8"), re.M)
-    return [f"{name}.html" for name in files]
-
 
 PAGES = toc_pages()
 
@@ -54,50 +36,6 @@ class _Links(HTMLParser):
                 self.targets.append(attrs[key])
 
 
-@pytest.fixture(scope="module")
-def server():
-    handler = functools.partial(_QuietHandler, directory=str(SITE))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:  # keep pytest's output readable
-        pass
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (`make sysdeps` installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="tfm-book-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update", "--no-first-run",
-                 "--disable-sync", f"--user-data-dir={profile}", "--window-size=1280,900"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
-
-
-def _wait(driver, condition, timeout: float = 30.0):
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(condition)
-
-
 def test_every_toc_page_was_built():
     missing = [page for page in PAGES if not (SITE / page).is_file()]
     assert not missing, f"pages of _toc.yml missing from the build: {missing}"
@@ -110,19 +48,19 @@ def test_page_renders_with_title_math_figures_and_no_javascript_errors(page, ser
     source = (SITE / page).read_text(encoding="utf-8")
     browser.get_log("browser")  # drop what earlier pages logged
     browser.get(f"{server}/{page}")
-    _wait(browser, lambda d: d.execute_script("return document.readyState") == "complete")
+    wait(browser, lambda d: d.execute_script("return document.readyState") == "complete")
 
     assert browser.title.strip(), f"{page}: empty <title>"
     assert browser.find_elements("css selector", "main h1"), f"{page}: no <h1> in the page body"
 
     if 'class="math' in source:
-        _wait(browser, lambda d: d.find_elements("css selector", "mjx-container"))
+        wait(browser, lambda d: d.find_elements("css selector", "mjx-container"))
         errors = browser.find_elements("css selector", "mjx-merror")
         assert not errors, f"{page}: MathJax could not typeset {[e.text for e in errors][:3]}"
 
     images = browser.execute_script(
         "return Array.from(document.images).map(i => [i.getAttribute('src').slice(0, 80), i.complete, i.naturalWidth]);")
-    _wait(browser, lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete);"))
+    wait(browser, lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete);"))
     broken = browser.execute_script(
         "return Array.from(document.images).filter(i => i.naturalWidth === 0).map(i => i.getAttribute('src').slice(0, 80));")
     assert not broken, f"{page}: images that did not load: {broken} (of {len(images)})"
@@ -136,8 +74,9 @@ def test_page_has_launch_buttons_and_a_download_button(page):
     if not (SITE / page).is_file():
         pytest.skip(f"{page} was not built")
     source = (SITE / page).read_text(encoding="utf-8")
-    for name, pattern in (("Binder", r'href="https://mybinder\.org/v2/'), ("Colab", r'href="https://colab\.research\.google\.com/'),
-                          ("JupyterHub", r'href="https://[^"]+/hub/user-redirect/git-pull\?')):
+    # Pages without code have none, and JupyterHub only where configured: test_site_pages.py.
+    launchers = (("Binder", r'href="https://mybinder\.org/v2/'), ("Colab", r'href="https://colab\.research\.google\.com/'))
+    for name, pattern in launchers if shows_code(source) else ():
         assert re.search(pattern, source), f"{page}: no {name} launch button"
     assert "btn-download-source-button" in source, f"{page}: no download button"
 
@@ -146,8 +85,10 @@ def test_page_has_launch_buttons_and_a_download_button(page):
 def test_colab_button_opens_the_pages_executed_notebook_published_beside_the_site(page):
     if not (SITE / page).is_file():
         pytest.skip(f"{page} was not built")
-    link = re.search(r'href="https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/notebooks/([^"]+)"',
-                     (SITE / page).read_text(encoding="utf-8"))
+    source = (SITE / page).read_text(encoding="utf-8")
+    if not shows_code(source):
+        pytest.skip(f"{page} shows no code, so it has no launch buttons")
+    link = re.search(r'href="https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/notebooks/([^"]+)"', source)
     assert link, f"{page}: the Colab button does not open a notebook on the notebooks branch"
     notebook = SITE.parent / "colab" / link.group(1)
     assert notebook.suffix == ".ipynb" and notebook.is_file(), f"{page}: Colab would open {link.group(1)}, not exported"
@@ -168,7 +109,8 @@ def assert_executed(notebook: Path) -> None:
 
 
 def test_pages_with_figures_show_them():
-    figures = {page: (SITE / page).read_text(encoding="utf-8").count("<img") for page in PAGES if (SITE / page).is_file()}
+    figures = {page: sum((SITE / page).read_text(encoding="utf-8").count(tag) for tag in ("<img", '<svg role="img"'))
+               for page in PAGES if (SITE / page).is_file()}  # images, and diagrams drawn inline
     for chapter in ("book/intro.html", "book/01_attention.html", "book/02_multihead.html", "book/03_masking.html"):
         if chapter in figures:
             assert figures[chapter] > 0, f"{chapter} has no figure"
@@ -196,7 +138,7 @@ def test_internal_links_resolve_to_existing_files():
 
 def test_search_finds_attention(server, browser):
     browser.get(f"{server}/search.html?q=attention")
-    results = _wait(browser, lambda d: d.find_elements("css selector", "#search-results ul.search li"), timeout=30)
+    results = wait(browser, lambda d: d.find_elements("css selector", "#search-results ul.search li"), timeout=30)
     assert len(results) >= 3, f"search for 'attention' found {len(results)} pages"
     linked = " ".join(r.find_element("css selector", "a").get_attribute("href") for r in results)
     assert "01_attention" in linked, "search for 'attention' does not find the attention chapter"
