@@ -12,6 +12,7 @@ from .feedforward import FeedForward, SwiGLU, swiglu_hidden_size
 from .from_torch import from_torch
 from .heads import merge_heads, repeat_kv, split_heads
 from .kv_cache import AttentionCache, KVCache, cached_attention, kv_cache_bytes
+from .losses import label_smoothed_cross_entropy
 from .masks import causal_mask, key_mask, padding_mask
 from .multihead import MultiHeadAttention, record_attention
 from .norms import LayerNorm, RMSNorm, layer_norm, rms_norm
@@ -22,6 +23,7 @@ from .positional import (
     apply_rope,
     sinusoidal_positional_encoding,
 )
+from .schedule import noam_lr, warmup_cosine_lr
 from .tiling import online_softmax, tiled_attention
 from .transformer import Decoder, DecoderOnlyLM, Encoder, EncoderDecoderCore, TokenEmbedding, Transformer
 
@@ -39,5 +41,6 @@ __all__ = [
     "EncoderBlock", "DecoderBlock",
     "TransformerConfig", "Encoder", "Decoder", "EncoderDecoderCore", "Transformer", "DecoderOnlyLM", "TokenEmbedding",
     "greedy_decode", "lm_generate", "beam_search", "sequence_log_prob",
+    "noam_lr", "warmup_cosine_lr", "label_smoothed_cross_entropy",
     "from_torch",
 ]
