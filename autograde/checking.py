@@ -120,6 +120,7 @@ class Exercise:
             function (e.g. attention, then attention with a mask); defaults to ``name``.
         uses: earlier exercises of the chapter whose function the student's solution calls;
             when this check fails and one of those fails its own check, the message says so.
+        output_names: what each item of a tuple output is, in messages (``("output", "weights")``).
     """
 
     name: str
@@ -137,6 +138,7 @@ class Exercise:
     rtol: float | None = None
     key: str = ""
     uses: Sequence[Exercise] = ()
+    output_names: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -328,7 +330,8 @@ def _attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, s
     except CheckFailed as error:  # the student's object could not be built, or has no gradient path
         return _Failure(str(error), dict(dims), call, weights, expected, Outcome(error_type=CheckFailed.__name__),
                         setup=True)
-    problem, gradient = compare(expected, got, exercise.tolerance, gradient_names(exercise, call, weights))
+    problem, gradient = compare(expected, got, exercise.tolerance, gradient_names(exercise, call, weights),
+                                exercise.output_names)
     if problem is None:
         return None
     return _Failure(problem, dict(dims), call, weights, expected, got, gradient,

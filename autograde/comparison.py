@@ -6,6 +6,7 @@ own), booleans and integers exactly; a shape, dtype, type or NaN problem gets it
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -34,24 +35,26 @@ def tolerance(dtype: torch.dtype, override: Tolerance = (None, None)) -> tuple[f
     return (rtol if override[0] is None else override[0], atol if override[1] is None else override[1])
 
 
-def difference(expected: Any, got: Any, override: Tolerance = (None, None), what: str = "output") -> str | None:
-    """None when ``got`` matches ``expected``; otherwise what differs, in words."""
+def difference(expected: Any, got: Any, override: Tolerance = (None, None), what: str = "output",
+               names: Sequence[str] = ()) -> str | None:
+    """None when ``got`` matches ``expected``; otherwise what differs, in words. ``names`` name the
+    items of a tuple output ("output", "weights")."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(got, torch.Tensor):
             return f"the {what} should be a tensor, got {type(got).__name__}"
         if tuple(got.shape) != tuple(expected.shape):
             return f"the {what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
         if got.dtype != expected.dtype:
-            return (f"the {what} has dtype {got.dtype}, expected {expected.dtype} "
-                    "(keep the dtype of the inputs; do not hard-code float32)")
+            hard_coded = got.dtype == torch.float32 and expected.is_floating_point()
+            return (f"the {what} has dtype {got.dtype}, expected {expected.dtype}"
+                    + (" (keep the dtype of the inputs; do not hard-code float32)" if hard_coded else ""))
         if expected.dtype == torch.bool or not expected.is_floating_point():
             return None if _equal(got, expected) else f"the {what} differs (exact comparison)"
         rtol, atol = tolerance(expected.dtype, override)
         if _allclose(got.double(), expected.double(), rtol=rtol, atol=atol, equal_nan=False):
             return None
         if not bool(_isfinite(got).all()) and bool(_isfinite(expected).all()):
-            return (f"the {what} contains NaN or inf where the reference is finite "
-                    "(overflow in exp? a row with every key masked?)")
+            return f"the {what} contains NaN or inf where the reference is finite"
         diff = (got.double() - expected.double()).abs().nan_to_num(math.inf)
         where = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
         return f"the {what} differs: largest difference {float(diff.max()):.3g} at index {where}"
@@ -59,7 +62,7 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
             return f"the {what} should be a {type(expected).__name__} of {len(expected)} items, got {brief(got)}"
         for i, (e, g) in enumerate(zip(expected, got)):
-            problem = difference(e, g, override, f"{what}[{i}]")
+            problem = difference(e, g, override, names[i] if i < len(names) else f"{what}[{i}]")
             if problem:
                 return problem
         return None
@@ -69,13 +72,13 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
 
 
 def compare(expected: Outcome, got: Outcome, override: Tolerance = (None, None),
-            names: list[str] = ()) -> tuple[str | None, int | None]:
+            names: Sequence[str] = (), output_names: Sequence[str] = ()) -> tuple[str | None, int | None]:
     """What differs between the student's outcome and the reference's (None when nothing does),
     and which gradient, when the output matches but a gradient does not. ``names`` say what
-    each gradient is with respect to."""
+    each gradient is with respect to, ``output_names`` what each item of a tuple output is."""
     if got.error is not None:
         return f"your code raised {got.error}", None
-    problem = difference(expected.output, got.output, override)
+    problem = difference(expected.output, got.output, override, names=output_names)
     if problem is not None or not expected.grads:
         return problem, None
     for i, e in enumerate(expected.grads):

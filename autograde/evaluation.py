@@ -46,7 +46,7 @@ class Outcome:
 def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
              parameters: Callable[[Any], list[torch.Tensor]] = lambda built: [],
              guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> Outcome:
-    """Build the object under test (under a fixed RNG seed), call it on a copy of ``call`` and,
+    """Build the object under test and call it on a copy of ``call`` (each under a fixed RNG seed), and,
     with ``grad``, backpropagate a seeded random upstream gradient. ``guard`` is entered around
     the build and the call (the integrity guard, for a student's code).
 
@@ -60,8 +60,9 @@ def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
             _manual_seed(seed)
             with guard():
                 built = build()
-        with guard():
-            output = built(*inputs.args, **inputs.kwargs)
+            _manual_seed(seed + 2)  # the call draws the same random numbers on both sides (dropout)
+            with guard():
+                output = built(*inputs.args, **inputs.kwargs)
         outcome.output = _detach(output)
         if grad:
             outcome.grads = _gradients(output, inputs, parameters(built), seed)

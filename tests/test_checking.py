@@ -229,3 +229,15 @@ def test_integer_inputs_show_no_float_dtype_and_lists_keep_their_brackets():
                        visible=[Case("a list")])
     message = lengths.run(lambda lengths: 0).message
     assert "Smallest failing input (N=3):" in message and "lengths = [1, 2, 3]" in message
+
+
+def test_items_of_a_tuple_output_are_named_and_a_deliberate_dtype_is_not_blamed_on_float32():
+    pair = Exercise(name="pair", reference=lambda x: (x, x.sum()), arg_names=("x",), output_names=("copy", "total"),
+                    inputs=lambda gen, dims, dtype: Call(randn(gen, dims["N"], dtype=dtype)), shapes=[dict(N=3)],
+                    visible=[Case("random")])
+    assert "the total differs" in pair.run(lambda x: (x, x.sum() + 1)).message
+    as_double = Exercise(name="table", reference=lambda n: torch.zeros(n, dtype=torch.float32), arg_names=("n",),
+                         inputs=lambda gen, dims, dtype: Call(dims["N"]), shapes=[dict(N=3)], visible=[Case("three")])
+    message = as_double.run(lambda n: torch.zeros(n, dtype=torch.float64)).message
+    assert "dtype torch.float64, expected torch.float32." in message and "hard-code" not in message
+    assert "do not hard-code float32" in TOY.run(lambda x, factor=2.0: (x * factor).float(), hidden=True).message
