@@ -27,6 +27,20 @@ def test_each_mistake_fails_with_its_hint(exercise, mistake):
     assert_fails_with_hint(exercise, mistake)
 
 
+@pytest.mark.parametrize(("exercise", "mistake"), mistake_params(CHAPTERS))
+def test_each_mistake_keeps_its_fix_out_of_its_hint(exercise, mistake):
+    """The hint says what is wrong and why; the code-level fix is shown only on a repeated failure."""
+    assert mistake.fix, f"{mistake.name!r} has no fix"
+    assert mistake.fix not in mistake.hint
+
+
+@pytest.mark.parametrize("exercise", exercise_params(CHAPTERS))
+def test_an_exercise_uses_only_earlier_exercises_of_its_chapter(exercise):
+    chapter = next(c for c in CHAPTERS if exercise in c.EXERCISES)
+    earlier = chapter.EXERCISES[: chapter.EXERCISES.index(exercise)]
+    assert all(any(used is e for e in earlier) for used in exercise.uses)
+
+
 def test_every_chapter_from_1_to_9_has_at_least_three_exercises_and_thirty_in_all():
     ids = [chapter.__name__.rsplit(".", 1)[-1][:4] for chapter in CHAPTERS]
     assert ids[:9] == [f"ch0{n}" for n in range(1, 10)]

@@ -37,7 +37,7 @@ class _LayerFromScratch(torch.nn.Module):
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, S)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
-        out = torch.softmax(scores, dim=-1) @ v  # (B, H, T, Dh)
+        out = torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v  # (B, H, T, Dh); no visible key: zeros
         return self.out_proj(out.transpose(1, 2).reshape(batch, length, width))  # (B, T, D)
 
 

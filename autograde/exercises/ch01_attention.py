@@ -3,7 +3,7 @@
     Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V          (Vaswani et al. 2017, eq. 1)
 
 Each exercise is checked against `tfm_ref`; each `Mistake` is a broken version that a
-student plausibly writes, with the hint the failure gives. `tests/test_exercises_ch01.py`
+student plausibly writes, with the hint the failure gives. `tests/test_exercises.py`
 proves every check passes the reference and fails every mistake with its hint.
 
 Shapes: B batch · H heads · T query positions · S key positions · Dk query/key width · Dv value width.
@@ -11,6 +11,7 @@ Shapes: B batch · H heads · T query positions · S key positions · Dk query/k
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +20,8 @@ import tfm_ref
 
 from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
 
-__all__ = ["SOFTMAX", "ATTENTION", "MASKED_ATTENTION", "EXERCISES"]
+__all__ = ["SOFTMAX", "ATTENTION", "MASKED_ATTENTION", "EXERCISES", "ATTENTION_LIBRARY", "SOFTMAX_LIBRARY",
+           "attention_variant", "ATTENTION_MISTAKES", "MASK_MISTAKES", "SOFTMAX_OVER_QUERIES", "plain_softmax"]
 
 # Library functions that would do the softmax for the student.
 SOFTMAX_LIBRARY = (torch.softmax, torch.Tensor.softmax, F.softmax, torch.special.softmax, torch.nn.Softmax,
@@ -35,6 +37,25 @@ def _logits(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
 
 def _logits_dim0(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(randn(gen, dims["B"], dims["T"], dims["D"], dtype=dtype) * 3, dim=0)
+
+
+def _logits_masked(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    """Masked scores: some entries −inf, and row 0 entirely (a query whose keys are all masked)."""
+    x = randn(gen, dims["B"], dims["T"], dims["D"], dtype=dtype) * 3
+    x = x.masked_fill(torch.rand(x.shape, generator=gen) < 0.3, float("-inf"))
+    x[0, 0] = float("-inf")
+    return Call(x, dim=-1)
+
+
+def plain_softmax(x, dim=-1):
+    """The stable softmax without the care for all −inf slices, which give NaN (as torch.softmax's do)."""
+    exp = torch.exp(x - x.amax(dim=dim, keepdim=True))  # -inf - (-inf) = NaN on an all -inf row
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def _softmax_max_pair(x, dim=-1):
+    exp = torch.exp(x - x.max(dim=dim, keepdim=True))  # a (values, indices) pair, not a tensor
+    return exp / exp.sum(dim=dim, keepdim=True)
 
 
 def _softmax_unstable(x, dim=-1):
@@ -68,18 +89,34 @@ SOFTMAX = Exercise(
         Case("length-1 rows", dims=dict(B=2, T=3, D=1)),
         Case("float64", dtype=torch.float64),
         Case("huge logits", inputs=lambda gen, dims, dtype: _logits(gen, dims, dtype).scaled(1e3)),
+        Case("masked scores: −inf entries and an all −inf row", inputs=_logits_masked),
         Case("gradients", grad=True),
     ],
     mistakes=[
+        # Before the overflow: on an all −inf row both give NaN, and only this one is right on huge logits.
+        Mistake("NaN for an all −inf row", plain_softmax,
+                "a row whose entries are all −inf (a query whose keys are all masked) has the maximum −inf, and "
+                "−inf − (−inf) is NaN; the course wants zeros for such a row.",
+                "replace a non-finite maximum by 0, torch.where(torch.isfinite(m), m, torch.zeros_like(m)), and "
+                "divide by 1 where the sum is 0."),
+        Mistake("x.max(dim=…) used as a tensor", _softmax_max_pair,
+                "with a dim, max returns a pair (values, indices), not a tensor, so x − x.max(dim=…) cannot be "
+                "computed.",
+                "x.amax(dim=dim, keepdim=True) returns the maxima alone (or take .values of the pair)."),
         Mistake("exp without subtracting the maximum", _softmax_unstable,
-                "exp(x) overflows to inf for large logits (exp(1000) = inf, and inf/inf = NaN). "
-                "Subtract the row maximum first: softmax(x) = softmax(x - max(x))."),
+                "exp(x) overflows to inf for large logits (exp(1000) = inf, and inf/inf = NaN).",
+                "subtract the row maximum first, which leaves the softmax unchanged: "
+                "exp(x − x.amax(dim=dim, keepdim=True))."),
         Mistake("softmax over the wrong axis (dim ignored)", _softmax_last_axis_always,
-                "you always normalise over the last axis; use the `dim` argument."),
+                "you always normalise over the last axis, whatever `dim` says.",
+                "pass dim=dim (with keepdim=True) to the maximum and to the sum."),
         Mistake("softmax over the wrong axis (first axis)", _softmax_first_axis,
-                "you normalised over axis 0; each slice along `dim` must sum to 1."),
+                "you normalised over axis 0; each slice along `dim` must sum to 1.",
+                "reduce over dim=dim, not dim=0, with keepdim=True."),
         Mistake("normalised over the whole tensor", _softmax_whole_tensor,
-                "you divided by the sum of every element; sum along `dim` only, with keepdim=True."),
+                "you divided by the sum of every element of the tensor; each slice along `dim` must sum to 1 on "
+                "its own.",
+                "exp.sum(dim=dim, keepdim=True), and the maximum likewise along dim."),
     ],
     forbidden=SOFTMAX_LIBRARY,
 )
@@ -103,51 +140,76 @@ def _attention_output_only(gen: torch.Generator, dims, dtype: torch.dtype) -> Ca
     return Call(*_qkv(gen, dims, dtype))
 
 
-def _weights_out(weights: torch.Tensor, v: torch.Tensor, return_weights: bool):
-    out = weights @ v  # (…, T, Dv)
-    return (out, weights) if return_weights else out
+def _last_two(k: torch.Tensor) -> torch.Tensor:
+    return k.transpose(-2, -1)  # (…, Dk, S)
 
 
-def _scores(q, k, mask=None, fill=float("-inf")):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (…, T, S)
-    return scores if mask is None else scores.masked_fill(~mask, fill)
+def _all_axes_reversed(k: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings():  # torch deprecates .T on more than two axes; the student's code warns, not this
+        warnings.simplefilter("ignore")
+        return k.T
 
 
-def _attention_no_scaling(q, k, v, mask=None, *, return_weights=False):
-    return _weights_out(tfm_ref.softmax(q @ k.transpose(-2, -1), dim=-1), v, return_weights)
+def _root_dk(q: torch.Tensor, v: torch.Tensor) -> float:
+    return math.sqrt(q.shape[-1])
 
 
-def _attention_scale_by_dk(q, k, v, mask=None, *, return_weights=False):
-    return _weights_out(tfm_ref.softmax(q @ k.transpose(-2, -1) / q.shape[-1], dim=-1), v, return_weights)
+def attention_variant(*, divisor=_root_dk, scale_after: bool = False, keys_t=_last_two, softmax_dim: int = -1,
+                      masking: str = "before", fill: float = float("-inf"), softmax=tfm_ref.softmax,
+                      return_scores: bool = False):
+    """Masked attention with one thing done wrong (the keywords say which); chapters 2 and 4 reuse it.
+
+    ``masking``: "before" the softmax (right), "after" it (the weights multiplied by the mask),
+    "inverted" (True = blocked), "ignored", or "unguarded" (applied even when it is None).
+    """
+    def scaled_dot_product_attention(q, k, v, mask=None, *, return_weights=False):
+        scores = q @ keys_t(k)  # (…, T, S)
+        if not scale_after:
+            scores = scores / divisor(q, v)
+        if masking == "unguarded" or (mask is not None and masking in ("before", "inverted")):
+            scores = scores.masked_fill(mask if masking == "inverted" else ~mask, fill)
+        weights = softmax(scores, dim=softmax_dim)
+        if mask is not None and masking == "after":
+            weights = weights * mask
+        if scale_after:
+            weights = weights / divisor(q, v)
+        out = weights @ v  # (…, T, Dv)
+        return (out, scores if return_scores else weights) if return_weights else out
+    return scaled_dot_product_attention
 
 
-def _attention_scale_by_dv(q, k, v, mask=None, *, return_weights=False):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1])  # (…, T, S)
-    return _weights_out(tfm_ref.softmax(scores, dim=-1), v, return_weights)
-
-
-def _attention_softmax_over_queries(q, k, v, mask=None, *, return_weights=False):
-    return _weights_out(tfm_ref.softmax(_scores(q, k), dim=-2), v, return_weights)
-
-
-def _attention_scale_after_softmax(q, k, v, mask=None, *, return_weights=False):
-    weights = tfm_ref.softmax(q @ k.transpose(-2, -1), dim=-1) / math.sqrt(q.shape[-1])  # (…, T, S)
-    return _weights_out(weights, v, return_weights)
-
+SOFTMAX_OVER_QUERIES = Mistake(
+    "softmax over the wrong axis (queries)", attention_variant(softmax_dim=-2),
+    "the softmax ran over the queries (axis −2 of the (…, T, S) scores); each query's weights over the keys must "
+    "sum to 1.",
+    "softmax(scores, dim=-1).")
 
 ATTENTION_MISTAKES = [
-    Mistake("missing scaling", _attention_no_scaling,
-            "the scores must be divided by √d_k (q.shape[-1]) before the softmax; without it large "
-            "d_k makes the softmax saturate."),
-    Mistake("wrong scaling: d_k instead of √d_k", _attention_scale_by_dk,
-            "divide the scores by the square root of d_k, math.sqrt(q.shape[-1]), not by d_k."),
-    Mistake("wrong scaling: √d_v", _attention_scale_by_dv,
-            "the scale is √d_k, the width of the queries and keys (q.shape[-1]), not of the values."),
-    Mistake("softmax over the wrong axis (queries)", _attention_softmax_over_queries,
-            "the softmax runs over the keys, the last axis of the (…, T, S) scores: each query's weights sum to 1."),
-    Mistake("scaling after the softmax", _attention_scale_after_softmax,
-            "divide the scores by √d_k before the softmax; dividing the weights afterwards breaks "
-            "their sum to 1."),
+    Mistake("missing scaling", attention_variant(divisor=lambda q, v: 1.0),
+            "the scores are not divided by √d_k: their spread grows like √d_k, and for large d_k the softmax "
+            "saturates.",
+            "divide q @ k.transpose(-2, -1) by math.sqrt(q.shape[-1]) before the softmax."),
+    Mistake("wrong scaling: d_k instead of √d_k", attention_variant(divisor=lambda q, v: q.shape[-1]),
+            "you divided the scores by d_k; the factor that brings their variance back to 1 is √d_k.",
+            "divide by math.sqrt(q.shape[-1])."),
+    Mistake("wrong scaling: √d_v", attention_variant(divisor=lambda q, v: math.sqrt(v.shape[-1])),
+            "you scaled by the width of the values; the scale is √d_k, the width of the queries and keys.",
+            "divide by math.sqrt(q.shape[-1]), not by math.sqrt(v.shape[-1])."),
+    SOFTMAX_OVER_QUERIES,
+    Mistake("scaling after the softmax", attention_variant(scale_after=True),
+            "dividing the weights by √d_k after the softmax breaks their sum to 1; the scale belongs to the scores.",
+            "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), then the softmax."),
+    # k.transpose(1, 2) raises the same error as k.T on the (B, H, S, Dk) keys of the checks.
+    Mistake("keys transposed on the wrong axes (k.T or transpose(1, 2))", attention_variant(keys_t=_all_axes_reversed),
+            "on a tensor with more than two axes k.T reverses all of them, the batch axes included, and "
+            "transpose(1, 2) swaps the last two axes of a 3-axis tensor only: with heads, (B, H, S, Dk), it "
+            "swaps H and S.",
+            "count the axes from the end: k.transpose(-2, -1) (or k.mT) swaps the last two, whatever comes "
+            "before them."),
+    Mistake("the scores returned as the weights", attention_variant(return_scores=True),
+            "with return_weights=True the second output is the attention weights, after the softmax (positive, "
+            "each row summing to 1), not the scores before it.",
+            "return (out, weights) with weights = softmax(scores, dim=-1)."),
 ]
 
 _ATTENTION_SHAPES = [
@@ -156,6 +218,7 @@ _ATTENTION_SHAPES = [
 ]
 
 ATTENTION = Exercise(
+    output_names=("output", "weights"),
     name="scaled_dot_product_attention",
     key="attention",
     reference=tfm_ref.scaled_dot_product_attention,
@@ -174,6 +237,7 @@ ATTENTION = Exercise(
     ],
     mistakes=ATTENTION_MISTAKES,
     forbidden=ATTENTION_LIBRARY,
+    uses=(SOFTMAX,),
 )
 
 
@@ -198,34 +262,38 @@ def _causal_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(q, k, v, tfm_ref.causal_mask(dims["T"]), return_weights=True)
 
 
-def _mask_after_softmax(q, k, v, mask=None, *, return_weights=False):
-    weights = tfm_ref.softmax(_scores(q, k), dim=-1)
-    return _weights_out(weights if mask is None else weights * mask, v, return_weights)
-
-
-def _mask_inverted(q, k, v, mask=None, *, return_weights=False):
-    return tfm_ref.scaled_dot_product_attention(q, k, v, None if mask is None else ~mask, return_weights=return_weights)
-
-
-def _mask_fill_zero(q, k, v, mask=None, *, return_weights=False):
-    return _weights_out(tfm_ref.softmax(_scores(q, k, mask, 0.0), dim=-1), v, return_weights)
-
-
-def _mask_nan_rows(q, k, v, mask=None, *, return_weights=False):
-    scores = _scores(q, k, mask)
-    exp = torch.exp(scores - scores.amax(dim=-1, keepdim=True))  # -inf - (-inf) = NaN on empty rows
-    return _weights_out(exp / exp.sum(dim=-1, keepdim=True), v, return_weights)
-
-
-def _mask_ignored(q, k, v, mask=None, *, return_weights=False):
-    return tfm_ref.scaled_dot_product_attention(q, k, v, return_weights=return_weights)
-
-
-def _mask_large_negative(q, k, v, mask=None, *, return_weights=False):
-    return _weights_out(tfm_ref.softmax(_scores(q, k, mask, -1e9), dim=-1), v, return_weights)
-
+MASK_MISTAKES = [
+    Mistake("mask applied after the softmax", attention_variant(masking="after"),
+            "zeroing the weights after the softmax leaves rows that no longer sum to 1: the blocked keys "
+            "still took their share of the normalisation.",
+            "fill the blocked scores with -inf before the softmax: scores.masked_fill(~mask, float('-inf'))."),
+    Mistake("mask polarity inverted", attention_variant(masking="inverted"),
+            "in this course True means 'may attend' (as in F.scaled_dot_product_attention); you blocked the "
+            "True positions, as nn.MultiheadAttention's masks do.",
+            "fill where the mask is False: scores.masked_fill(~mask, float('-inf'))."),
+    Mistake("masked scores set to 0 instead of -inf", attention_variant(fill=0.0),
+            "a blocked score of 0 still gets the weight exp(0) after the softmax; a blocked key must get "
+            "weight exactly 0.",
+            "fill with float('-inf'), not 0."),
+    Mistake("NaN for fully masked rows", attention_variant(softmax=plain_softmax),
+            "a query whose keys are all blocked has a row of −inf scores, and −inf − (−inf) is NaN in the "
+            "softmax; such a query must get zero weights and a zero output.",
+            "use a softmax that gives zeros for an all −inf row, as chapter 1's softmax does: a non-finite "
+            "maximum replaced by 0, a zero sum by 1."),
+    Mistake("mask=None not handled", attention_variant(masking="unguarded"),
+            "mask=None means no mask at all, and ~None cannot be computed.",
+            "if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))."),
+    Mistake("mask ignored", attention_variant(masking="ignored"),
+            "the mask argument is not used, so blocked keys still get weight.",
+            "if mask is not None: scores = scores.masked_fill(~mask, float('-inf')), before the softmax."),
+    Mistake("large negative instead of -inf (fully masked rows)", attention_variant(fill=-1e9),
+            "with -1e9 a query whose keys are all blocked gets uniform weights (1/S each) instead of zeros; "
+            "and in float16 -1e9 does not fit at all.",
+            "fill with float('-inf'), and use a softmax that gives zeros to an all −inf row (chapter 1's)."),
+]
 
 MASKED_ATTENTION = Exercise(
+    output_names=("output", "weights"),
     name="scaled_dot_product_attention",
     key="masked_attention",
     reference=tfm_ref.scaled_dot_product_attention,
@@ -237,30 +305,16 @@ MASKED_ATTENTION = Exercise(
     hidden=[
         Case("causal mask (T, T)", inputs=_causal_inputs),
         Case("fully masked rows", inputs=lambda gen, dims, dtype: _masked_inputs(gen, dims, dtype, empty_rows=True)),
+        Case("float16, fully masked rows", dtype=torch.float16,
+             inputs=lambda gen, dims, dtype: _masked_inputs(gen, dims, dtype, empty_rows=True)),
         Case("random sizes", dims=random_dims(B=(1, 3), T=(1, 7), S=(1, 9), Dk=(1, 16), Dv=(1, 6))),
         Case("mask=None still works", inputs=_attention_inputs, dims=dict(B=2, T=3, S=4, Dk=8, Dv=3)),
         Case("float64", dtype=torch.float64),
         Case("gradients", grad=True),
     ],
-    mistakes=[
-        Mistake("mask applied after the softmax", _mask_after_softmax,
-                "masking the weights after the softmax leaves rows that no longer sum to 1; set the "
-                "masked scores to -inf before the softmax (scores.masked_fill(~mask, float('-inf')))."),
-        Mistake("mask polarity inverted", _mask_inverted,
-                "in this course True means 'may attend' (as in F.scaled_dot_product_attention); you "
-                "blocked the True positions. Fill where ~mask."),
-        Mistake("masked scores set to 0 instead of -inf", _mask_fill_zero,
-                "a score of 0 still gets weight exp(0) = 1 after the softmax; masked scores must be -inf."),
-        Mistake("NaN for fully masked rows", _mask_nan_rows,
-                "a query whose keys are all masked gives -inf - (-inf) = NaN; such rows must get zero "
-                "weights and a zero output (e.g. use a softmax that returns 0 for an all -inf row)."),
-        Mistake("mask ignored", _mask_ignored, "the mask argument is not used."),
-        Mistake("large negative instead of -inf (fully masked rows)", _mask_large_negative,
-                "with -1e9 a fully masked row becomes uniform (every weight 1/S) instead of zero; "
-                "use -inf and give such rows zero weights."),
-        *ATTENTION_MISTAKES,
-    ],
+    mistakes=[*MASK_MISTAKES, *ATTENTION_MISTAKES],
     forbidden=ATTENTION_LIBRARY,
+    uses=(SOFTMAX,),
 )
 
 EXERCISES = (SOFTMAX, ATTENTION, MASKED_ATTENTION)

@@ -16,17 +16,22 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 
 import tfm_ref
 
 from ..checking import Call, Case, Exercise, Mistake, ModuleAdapter, randn, random_dims
+from .ch01_attention import (
+    ATTENTION_LIBRARY,
+    ATTENTION_MISTAKES,
+    MASK_MISTAKES,
+    SOFTMAX_OVER_QUERIES,
+    attention_variant,
+    plain_softmax,
+)
 
-__all__ = ["SPLIT_HEADS", "MERGE_HEADS", "REPEAT_KV", "KV_CACHE_BYTES", "MULTIHEAD", "EXERCISES", "ATTENTION_LIBRARY",
-           "BrokenMultiHeadAttention", "MaskIgnoredMultiHeadAttention", "mha_dims", "mha_kwargs"]
+__all__ = ["SPLIT_HEADS", "MERGE_HEADS", "REPEAT_KV", "KV_CACHE_BYTES", "MULTIHEAD", "EXERCISES", "MULTIHEAD_MISTAKES",
+           "BrokenMultiHeadAttention", "MaskIgnoredMultiHeadAttention", "key_padding", "mha_dims", "mha_kwargs"]
 
-# Library code that would do multi-head attention (or its core) for the student.
-ATTENTION_LIBRARY = (F.scaled_dot_product_attention, torch.nn.MultiheadAttention, F.multi_head_attention_forward)
 # Chapter 1's function, given to the student in the setup cell (already graded there).
 CHAPTER1_HELPERS = (tfm_ref.scaled_dot_product_attention, tfm_ref.softmax)
 
@@ -66,12 +71,13 @@ SPLIT_HEADS = Exercise(
     ],
     mistakes=[
         Mistake("reshape without transpose", _split_reshape_only,
-                "x.reshape(B, H, T, Dh) has the right shape but fills it in memory order, so each 'head' "
-                "gets pieces of several positions. Split the last axis first, view(B, T, H, Dh), then "
-                "swap the T and H axes with transpose(1, 2)."),
+                "reshaping (B, T, H·Dh) straight to (B, H, T, Dh) gives the right shape but fills it in memory "
+                "order, so each 'head' gets pieces of several positions.",
+                "split the last axis first, x.view(B, T, H, Dh), then swap the T and H axes with transpose(1, 2)."),
         Mistake("heads take interleaved columns", _split_interleaved,
-                "view(B, T, Dh, H) makes head h the columns h, h + H, h + 2H, …; head h must be the "
-                "contiguous block of columns h·Dh … (h+1)·Dh - 1: view(B, T, H, Dh)."),
+                "your head h takes the columns h, h + H, h + 2H, …; head h must own the contiguous block of "
+                "columns h·Dh … (h+1)·Dh − 1.",
+                "view the last axis as (H, Dh), not (Dh, H): x.view(B, T, H, Dh).transpose(1, 2)."),
     ],
 )
 
@@ -85,6 +91,11 @@ def _merge_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
 def _merge_reshape_only(x):
     batch, n_heads, length, head_dim = x.shape
     return x.reshape(batch, length, n_heads * head_dim)  # mixes positions across heads
+
+
+def _merge_view(x):
+    batch, n_heads, length, head_dim = x.shape
+    return x.transpose(1, 2).view(batch, length, n_heads * head_dim)  # a transposed tensor is not contiguous
 
 
 def _merge_interleaved(x):
@@ -107,11 +118,17 @@ MERGE_HEADS = Exercise(
     ],
     mistakes=[
         Mistake("reshape without transpose", _merge_reshape_only,
-                "x.reshape(B, T, H·Dh) on a (B, H, T, Dh) tensor reads it in memory order and mixes "
-                "positions; bring T next to B first: x.transpose(1, 2).reshape(B, T, H·Dh)."),
+                "reshaping the (B, H, T, Dh) tensor straight to (B, T, H·Dh) reads it in memory order and mixes "
+                "positions across heads.",
+                "bring T next to B first: x.transpose(1, 2).reshape(B, T, H·Dh)."),
+        Mistake("view on the transposed tensor", _merge_view,
+                "after transpose the tensor is no longer contiguous in memory, and view refuses to merge two "
+                "axes whose elements are not adjacent.",
+                "x.transpose(1, 2).reshape(B, T, H·Dh) (or .contiguous().view(...)): reshape copies when it must."),
         Mistake("heads interleaved", _merge_interleaved,
-                "the heads must be concatenated: columns h·Dh … (h+1)·Dh - 1 of the output are head h. "
-                "Transpose to (B, T, H, Dh) and then reshape."),
+                "the heads must be concatenated: columns h·Dh … (h+1)·Dh − 1 of the output are head h; yours "
+                "interleave them.",
+                "transpose to (B, T, H, Dh), then reshape: x.transpose(1, 2).reshape(B, T, H·Dh)."),
     ],
 )
 
@@ -124,6 +141,11 @@ def _repeat_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
 
 def _repeat_tiled(x, n_rep):
     return x.repeat(1, n_rep, 1, 1)  # head i → KV head i % G
+
+
+def _repeat_expanded_heads(x, n_rep):
+    batch, n_kv_heads, length, head_dim = x.shape
+    return x.expand(batch, n_kv_heads * n_rep, length, head_dim)  # only an axis of size 1 can be expanded
 
 
 def _repeat_positions(x, n_rep):
@@ -146,12 +168,19 @@ REPEAT_KV = Exercise(
         Case("gradients", grad=True),
     ],
     mistakes=[
-        Mistake("wrong K/V head grouping: repeat instead of repeat_interleave", _repeat_tiled,
-                "x.repeat(1, n_rep, 1, 1) tiles the heads (kv0, kv1, kv0, kv1, …), so query head i "
-                "would use KV head i % G. Each KV head must serve n_rep *consecutive* query heads "
-                "(kv0, kv0, kv1, kv1, …): query head i uses KV head i // n_rep."),
+        Mistake("wrong K/V head grouping: heads tiled", _repeat_tiled,
+                "your heads come out tiled (kv0, kv1, kv0, kv1, …), so query head i would use KV head i % G. Each "
+                "KV head must serve n_rep *consecutive* query heads (kv0, kv0, kv1, kv1, …): query head i uses "
+                "KV head i // n_rep.",
+                "put the copies right after their head: x[:, :, None] is (B, G, 1, S, Dh); expand it to "
+                "(B, G, n_rep, S, Dh), then reshape to (B, G·n_rep, S, Dh). (x.repeat(1, n_rep, 1, 1) and "
+                "x[:, None] tile.)"),
+        Mistake("expanded the head axis itself", _repeat_expanded_heads,
+                "expand can only stretch an axis of size 1, so the G heads cannot be expanded to G·n_rep in place.",
+                "add an axis of size 1 after the heads, x[:, :, None], expand that one to n_rep, then reshape."),
         Mistake("repeated along the positions", _repeat_positions,
-                "you repeated along axis 2 (positions S); the heads are axis 1 of (B, G, S, Dh)."),
+                "you repeated along axis 2, the positions S; the heads are axis 1 of (B, G, S, Dh).",
+                "repeat along the head axis, dim=1: the result is (B, G·n_rep, S, Dh)."),
     ],
     forbidden=(torch.repeat_interleave, torch.Tensor.repeat_interleave),
 )
@@ -206,15 +235,21 @@ KV_CACHE_BYTES = Exercise(
     ],
     mistakes=[
         Mistake("forgot the factor 2 (K and V)", _cache_no_factor_two,
-                "the cache holds two tensors per layer, the keys and the values: multiply by 2."),
+                "the cache holds two tensors per layer, the keys and the values; you counted one.",
+                "multiply by 2."),
         Mistake("forgot the layers", _cache_no_layers,
-                "every layer has its own K and V cache: multiply by n_layers."),
+                "every layer keeps its own keys and values; you counted one layer.",
+                "multiply by n_layers."),
         Mistake("forgot the batch", _cache_no_batch,
-                "each sequence of the batch has its own cache: multiply by batch."),
+                "each sequence of the batch has its own cache; you counted one sequence.",
+                "multiply by batch."),
         Mistake("counted elements, not bytes", _cache_elements,
-                "you counted elements; multiply by bytes_per_elem (2 for fp16/bf16, 4 for fp32)."),
+                "you counted elements, not bytes: an element takes bytes_per_elem bytes (2 in fp16/bf16, 4 in "
+                "fp32).",
+                "multiply by bytes_per_elem."),
         Mistake("counted bits", _cache_bits,
-                "bytes_per_elem is already in bytes: do not multiply by 8."),
+                "bytes_per_elem is already in bytes; you counted bits.",
+                "do not multiply by 8."),
     ],
 )
 
@@ -234,6 +269,9 @@ class BrokenMultiHeadAttention(tfm_ref.MultiHeadAttention):
     def repeat(self, x: torch.Tensor, n_rep: int) -> torch.Tensor:
         return tfm_ref.repeat_kv(x, n_rep)
 
+    def split_kv(self, x: torch.Tensor) -> torch.Tensor:
+        return self.split(x, self.n_kv_heads)
+
     def sources(self, x: torch.Tensor, context: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """(query source, key/value source)."""
         return x, x if context is None else context
@@ -247,8 +285,8 @@ class BrokenMultiHeadAttention(tfm_ref.MultiHeadAttention):
     def forward(self, x, context=None, mask=None):
         query_source, kv_source = self.sources(x, context)
         q = self.split(self.q_proj(query_source), self.n_heads)  # (B, H, T, Dh)
-        k = self.split(self.k_proj(kv_source), self.n_kv_heads)  # (B, G, S, Dh)
-        v = self.split(self.v_proj(kv_source), self.n_kv_heads)  # (B, G, S, Dh)
+        k = self.split_kv(self.k_proj(kv_source))  # (B, G, S, Dh)
+        v = self.split_kv(self.v_proj(kv_source))  # (B, G, S, Dh)
         n_rep = self.n_heads // self.n_kv_heads
         k, v = self.repeat(k, n_rep), self.repeat(v, n_rep)  # (B, H, S, Dh)
         return self.project_out(self.merge(self.attend(q, k, v, mask)))  # (B, T, D)
@@ -267,6 +305,49 @@ class _MHAReshapeMerge(BrokenMultiHeadAttention):
 class _MHATiledKV(BrokenMultiHeadAttention):
     def repeat(self, x, n_rep):
         return _repeat_tiled(x, n_rep)
+
+
+class _MHAKVSplitIntoQueryHeads(BrokenMultiHeadAttention):
+    def split_kv(self, x):
+        batch, length, width = x.shape  # the exercise's split_heads, without tfm_ref's divisibility check
+        return x.view(batch, length, self.n_heads, width // self.n_heads).transpose(1, 2)  # H "heads" of G·Dh/H
+
+
+class _MHAKVNotRepeated(BrokenMultiHeadAttention):
+    def repeat(self, x, n_rep):
+        return x
+
+
+class _MHAKVSplitIntoQueryHeadsOnly(_MHAKVSplitIntoQueryHeads, _MHAKVNotRepeated):
+    """Split into H heads, and so not repeated: the layer of a student who never met G < H."""
+
+
+class _MHAKVHeadsNone(BrokenMultiHeadAttention):
+    def __init__(self, d_model, n_heads, n_kv_heads=None, bias=True, dropout=0.0):
+        head_dim = d_model // n_heads
+        width = n_kv_heads * head_dim  # None kept: the TypeError of nn.Linear(d_model, n_kv_heads * head_dim)
+        super().__init__(d_model, n_heads, width // head_dim, bias, dropout)
+
+
+def _attending_with(attention) -> type:
+    """A layer whose attention step is ``attention(q, k, v, mask)`` (one of chapter 1's broken versions)."""
+    return type("BrokenMultiHeadAttention", (BrokenMultiHeadAttention,),
+                {"attend": lambda self, q, k, v, mask: attention(q, k, v, mask)})
+
+
+def _in_a_layer(mistake: Mistake, attention=None) -> Mistake:
+    return Mistake(mistake.name, _attending_with(attention or mistake.impl), mistake.hint, mistake.fix)
+
+
+# Chapter 1's mistakes, made by a layer that writes its own attention instead of calling the given one: not
+# those the layer names in its own terms (scaling, mask ignored) or that cannot happen here (d_v = d_k, no
+# weights returned). Its softmax is torch.softmax, whose all −inf columns (padded keys) give NaN.
+_NAMED_BY_THE_LAYER = {"missing scaling", "mask ignored", "wrong scaling: √d_v", "the scores returned as the weights"}
+OWN_ATTENTION_MISTAKES = [
+    *(_in_a_layer(m) for m in (*MASK_MISTAKES, *ATTENTION_MISTAKES)
+      if m.name not in _NAMED_BY_THE_LAYER and m is not SOFTMAX_OVER_QUERIES),
+    _in_a_layer(SOFTMAX_OVER_QUERIES, attention_variant(softmax_dim=-2, softmax=plain_softmax)),
+]
 
 
 class _MHANoScaling(BrokenMultiHeadAttention):
@@ -304,66 +385,107 @@ def mha_dims(cross: bool = False):
 
 
 def mha_kwargs(dims) -> dict:
-    return dict(d_model=dims["D"], n_heads=dims["H"], n_kv_heads=dims["G"], bias=bool(dims.get("bias", 1)))
+    """The layer's arguments; sizes without G build it with n_kv_heads=None (MHA)."""
+    return dict(d_model=dims["D"], n_heads=dims["H"], n_kv_heads=dims.get("G"), bias=bool(dims.get("bias", 1)))
 
 
 def _self_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(randn(gen, dims["B"], dims["T"], dims["D"], dtype=dtype))
 
 
-def _padded_self_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+def key_padding(gen: torch.Generator, batch: int, length: int, empty: bool = False) -> torch.Tensor:
+    """A (B, 1, 1, S) key mask: every sequence has padding and a real token (when S ≥ 2), so that a
+    reversed mask blocks no row entirely; with ``empty`` the last sequence is all padding."""
+    lengths = torch.randint(1, max(length - 1, 1) + 1, (batch,), generator=gen)
+    if empty:
+        lengths[-1] = 0  # every query of it sees no key: a zero attention output
+    return tfm_ref.key_mask(tfm_ref.padding_mask(lengths, length))
+
+
+def _padded_self_inputs(empty: bool = False):
     """Self-attention over a padded batch: the keys of padded positions are masked (B, 1, 1, T)."""
-    lengths = torch.randint(1, dims["T"] + 1, (dims["B"],), generator=gen)  # every query keeps a key
-    lengths[0] = max(1, dims["T"] - 1)
-    return Call(_self_inputs(gen, dims, dtype).args[0], mask=tfm_ref.key_mask(tfm_ref.padding_mask(lengths, dims["T"])))
+    def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+        x = _self_inputs(gen, dims, dtype).args[0]
+        return Call(x, mask=key_padding(gen, dims["B"], dims["T"], empty))
+    return inputs
 
 
 def _causal_self_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(_self_inputs(gen, dims, dtype).args[0], mask=tfm_ref.causal_mask(dims["T"]))
 
 
+_KV_SPLIT_HINT = ("k_proj and v_proj have G·Dh outputs, one block per key/value head: split into n_heads they "
+                  "give heads of the wrong width (or cannot be split at all).")
+_KV_SPLIT_FIX = ("split_heads(self.k_proj(source), self.n_kv_heads) (and v likewise), then repeat them to the H "
+                 "query heads: repeat_kv(k, self.n_heads // self.n_kv_heads).")
+
+MULTIHEAD_MISTAKES = [
+    Mistake("reshape without transpose when splitting heads", _MHAReshapeSplit,
+            "reshaping a projection (B, T, H·Dh) straight to (B, H, T, Dh) mixes positions into heads.",
+            "split_heads as in exercise 1: x.view(B, T, H, Dh).transpose(1, 2)."),
+    Mistake("reshape without transpose when merging heads", _MHAReshapeMerge,
+            "reshaping the heads' output (B, H, T, Dh) straight to (B, T, H·Dh) mixes positions across heads.",
+            "merge_heads as in exercise 2: out.transpose(1, 2).reshape(B, T, H·Dh)."),
+    Mistake("wrong K/V head grouping", _MHATiledKV,
+            "query head i must use KV head i // (H/G); yours come out tiled (kv0, kv1, kv0, kv1, …), so head i "
+            "uses KV head i % G.",
+            "repeat each KV head H/G times in a row (kv0, kv0, kv1, kv1, …): repeat_kv(k, H // G) from exercise 3."),
+    Mistake("K/V split into H heads instead of G", _MHAKVSplitIntoQueryHeads, _KV_SPLIT_HINT, _KV_SPLIT_FIX),
+    Mistake("K/V split into H heads instead of G, and not repeated", _MHAKVSplitIntoQueryHeadsOnly,
+            _KV_SPLIT_HINT, _KV_SPLIT_FIX),
+    Mistake("K/V heads not repeated to H", _MHAKVNotRepeated,
+            "with G < H key/value heads the keys and values have fewer heads than the queries, so they do not "
+            "line up for the attention.",
+            "k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep) with n_rep = self.n_heads // self.n_kv_heads."),
+    Mistake("n_kv_heads=None not replaced by n_heads", _MHAKVHeadsNone,
+            "n_kv_heads=None means as many key/value heads as query heads (plain MHA); None itself cannot size "
+            "k_proj.",
+            "self.n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads, and use self.n_kv_heads after."),
+    Mistake("missing scaling", _MHANoScaling,
+            "each head's scores are not divided by √Dh, the head width (d_model / n_heads).",
+            "the given scaled_dot_product_attention scales by √(q.shape[-1]) = √Dh on (B, H, T, Dh) tensors; "
+            "if you write your own, divide q @ k.transpose(-2, -1) by math.sqrt(Dh)."),
+    Mistake("scaled by √d_model instead of √Dh", _MHAScaleByModelWidth,
+            "the scale is the square root of the width of one head, Dh = d_model / n_heads, not of d_model.",
+            "divide by math.sqrt(d_model // n_heads), i.e. by √(q.shape[-1]) after splitting."),
+    Mistake("no output projection", _MHANoOutProj,
+            "the merged heads are returned as they are; W_O, which mixes the heads, is missing.",
+            "return self.out_proj(merge_heads(out))."),
+    Mistake("mask ignored", MaskIgnoredMultiHeadAttention,
+            "the mask is not passed on to the attention, so padded or future keys still get weight.",
+            "scaled_dot_product_attention(q, k, v, mask): the mask broadcasts over the heads as (B, 1, T, S) or "
+            "(B, 1, 1, S)."),
+    *OWN_ATTENTION_MISTAKES,
+]
+
 _MHA_SHAPES = [dict(B=1, T=1, D=2, H=1, G=1), dict(B=1, T=2, D=2, H=2, G=1), dict(B=1, T=2, D=4, H=2, G=2),
-               dict(B=1, T=2, D=4, H=4, G=2), dict(B=1, T=3, D=8, H=4, G=2), dict(B=2, T=5, D=16, H=4, G=2)]
+               dict(B=1, T=2, D=4, H=4, G=2), dict(B=1, T=3, D=8, H=4, G=2), dict(B=2, T=5, D=24, H=4, G=2)]
 
 MULTIHEAD = Exercise(
     name="MultiHeadAttention",
     key="multihead",
     reference=tfm_ref.MultiHeadAttention,
     adapter=ModuleAdapter(mha_kwargs),
-    inputs=_padded_self_inputs,
+    inputs=_padded_self_inputs(),
     arg_names=("x",),
     shapes=_MHA_SHAPES,
     visible=[Case("GQA (H = 4, G = 2) over a padded batch")],
     hidden=[
         Case("MHA (G = H)", dims=dict(B=2, T=5, D=12, H=3, G=3), inputs=_self_inputs),
         Case("MQA (G = 1)", dims=dict(B=2, T=4, D=16, H=4, G=1), inputs=_self_inputs),
+        Case("n_kv_heads=None (MHA)", dims=dict(B=2, T=4, D=12, H=3), inputs=_self_inputs),
         Case("causal mask", inputs=_causal_self_inputs),
+        Case("a sequence that is all padding (fully masked rows)", inputs=_padded_self_inputs(empty=True)),
         Case("random sizes", dims=mha_dims()),
         Case("length-1 sequences", dims=dict(B=3, T=1, D=8, H=4, G=2)),
         Case("no biases (bias=False)", dims=dict(B=2, T=4, D=8, H=4, G=2, bias=0)),
         Case("gradients (inputs and weights)", grad=True),
         Case("float64 weights and inputs", dtype=torch.float64),
     ],
-    mistakes=[
-        Mistake("reshape without transpose when splitting heads", _MHAReshapeSplit,
-                "reshaping the projection (B, T, H·Dh) straight to (B, H, T, Dh) mixes positions into "
-                "heads: view(B, T, H, Dh).transpose(1, 2)."),
-        Mistake("reshape without transpose when merging heads", _MHAReshapeMerge,
-                "merge the heads with out.transpose(1, 2).reshape(B, T, H·Dh), not a bare reshape."),
-        Mistake("wrong K/V head grouping", _MHATiledKV,
-                "query head i must use KV head i // (H/G): repeat each KV head H/G times in a row "
-                "(kv0, kv0, kv1, kv1), not tile them (kv0, kv1, kv0, kv1)."),
-        Mistake("missing scaling", _MHANoScaling,
-                "each head's scores must be divided by √Dh, the head width (d_model / n_heads)."),
-        Mistake("scaled by √d_model instead of √Dh", _MHAScaleByModelWidth,
-                "the scale is the square root of the width of one head, Dh = d_model / n_heads, not of d_model."),
-        Mistake("no output projection", _MHANoOutProj,
-                "after merging the heads, mix them with out_proj (W_O): return self.out_proj(merged)."),
-        Mistake("mask ignored", MaskIgnoredMultiHeadAttention,
-                "pass `mask` on to the attention: it broadcasts over the heads as (B, 1, T, S) or (B, 1, 1, S)."),
-    ],
+    mistakes=MULTIHEAD_MISTAKES,
     forbidden=ATTENTION_LIBRARY,
     allowed=CHAPTER1_HELPERS,
+    uses=(SPLIT_HEADS, MERGE_HEADS, REPEAT_KV),
 )
 
 EXERCISES = (SPLIT_HEADS, MERGE_HEADS, REPEAT_KV, KV_CACHE_BYTES, MULTIHEAD)

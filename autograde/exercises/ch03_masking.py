@@ -5,8 +5,8 @@ One convention everywhere: a boolean mask, **True = may attend** (as in
 ``F.scaled_dot_product_attention``). `causal_mask` and `padding_mask` are checked against
 `tfm_ref`; `attention_mask` and `shift_right` are not part of tfm_ref's contract, so their
 references are written here (`attention_mask_reference`, `shift_right_reference`).
-`tests/test_exercises_ch03.py` proves every check passes the reference and fails every
-mistake with its hint.
+`tests/test_exercises.py` proves every check passes the reference and fails every mistake
+with its hint.
 
 Shapes: B batch · T query positions · S key positions.
 """
@@ -122,18 +122,22 @@ CAUSAL_MASK = Exercise(
     mistakes=[
         Mistake("upper instead of lower triangle", _causal_upper,
                 "query i (row i) may see keys 0 … i, the columns at and *left* of the diagonal: a lower "
-                "triangle (torch.tril), not torch.triu."),
+                "triangle. Yours lets each query see the future instead.",
+                "torch.tril, not torch.triu."),
         Mistake("polarity inverted (True = blocked)", _causal_inverted,
                 "in this course True means 'may attend'; you marked the blocked (future) positions, as "
-                "nn.Transformer's masks do. Return the lower triangle, diagonal included."),
+                "nn.Transformer's masks do.",
+                "return the lower triangle itself, diagonal included, not its complement."),
         Mistake("diagonal excluded", _causal_no_diagonal,
-                "a position may attend to itself: keep the diagonal (tril with diagonal=0 for a square mask)."),
+                "a position may attend to itself; your mask blocks the diagonal.",
+                "keep the diagonal: tril with diagonal=0 for a square mask (n_k − n_q in general)."),
         Mistake("not aligned to the end when n_k > n_q", _causal_not_aligned,
-                "with n_k > n_q the queries are the *last* n_q positions (decoding with a cache), so query "
-                "i sees keys 0 … i + n_k - n_q: shift the triangle with tril(diagonal=n_k - n_q)."),
+                "with n_k > n_q the queries are the *last* n_q positions (decoding with a cache), so query i "
+                "sees keys 0 … i + n_k − n_q; your triangle starts at the first key.",
+                "shift the triangle: tril(diagonal=n_k - n_q)."),
         Mistake("a float mask", _causal_float,
-                "masks are boolean (True = may attend): build it with dtype=torch.bool, so that ~mask "
-                "and masked_fill work."),
+                "masks are boolean (True = may attend), so that ~mask and masked_fill work; yours holds floats.",
+                "build it with dtype=torch.bool."),
     ],
     forbidden=TORCH_CAUSAL,
 )
@@ -170,6 +174,11 @@ def _padding_off_by_one(lengths, max_len):
     return positions[None, :] <= torch.as_tensor(lengths)[:, None]  # one real token too many
 
 
+def _padding_list_indexed(lengths, max_len):
+    positions = torch.arange(max_len)  # (S,)
+    return positions[None, :] < lengths[:, None]  # a Python list cannot be indexed with [:, None]
+
+
 def _padding_transposed(lengths, max_len):
     return tfm_ref.padding_mask(lengths, max_len).T  # (S, B)
 
@@ -189,12 +198,19 @@ PADDING_MASK = Exercise(
     ],
     mistakes=[
         Mistake("polarity inverted (True = padding)", _padding_inverted,
-                "True must mark the *real* tokens (may attend); you marked the padding, the "
-                "convention of nn.MultiheadAttention's key_padding_mask."),
+                "True must mark the *real* tokens (may attend); you marked the padding, the convention of "
+                "nn.MultiheadAttention's key_padding_mask.",
+                "compare so that True comes out at the positions below the length: positions < lengths."),
         Mistake("off by one (<= instead of <)", _padding_off_by_one,
-                "a sequence of length n has real tokens at positions 0 … n - 1: position < n, not <= n."),
+                "a sequence of length n has real tokens at positions 0 … n − 1; yours counts position n as real "
+                "too.",
+                "position < n, not <= n."),
+        Mistake("lengths as a list not turned into a tensor", _padding_list_indexed,
+                "`lengths` may be a Python list, and a list cannot be indexed with [:, None].",
+                "lengths = torch.as_tensor(lengths) first: it accepts a list and a tensor alike."),
         Mistake("transposed (S, B)", _padding_transposed,
-                "the mask is (B, S): one row per sequence. Compare positions[None, :] with lengths[:, None]."),
+                "the mask is (B, S), one row per sequence; yours has one row per position.",
+                "compare positions[None, :] (1, S) with lengths[:, None] (B, 1)."),
     ],
 )
 
@@ -237,6 +253,20 @@ def _mask_causal_ignored(lengths, max_len, causal=True):
     return attention_mask_reference(lengths, max_len, causal=False)
 
 
+def _mask_inverted(lengths, max_len, causal=True):
+    return ~attention_mask_reference(lengths, max_len, causal)
+
+
+def _mask_not_expanded(lengths, max_len, causal=True):
+    keys = tfm_ref.key_mask(tfm_ref.padding_mask(lengths, max_len))  # (B, 1, 1, S)
+    return keys & tfm_ref.causal_mask(max_len) if causal else keys
+
+
+def _mask_list_indexed(lengths, max_len, causal=True):
+    keys = _padding_list_indexed(lengths, max_len)[:, None, None, :]  # exercise 2's mistake, called here
+    return keys & tfm_ref.causal_mask(max_len) if causal else keys.expand(-1, 1, max_len, max_len)
+
+
 def _mask_no_head_axis(lengths, max_len, causal=True):
     return attention_mask_reference(lengths, max_len, causal)[:, 0]  # (B, T, S)
 
@@ -258,19 +288,38 @@ ATTENTION_MASK = Exercise(
     ],
     mistakes=[
         Mistake("padding applied to the queries instead of the keys", _mask_on_queries,
-                "the padding mask says which *keys* are real, so it runs along the last axis S: "
+                "the padding mask says which *keys* are real, so it runs along the last axis S; yours blocks "
+                "padded queries (rows) instead.",
                 "padding_mask(...)[:, None, None, :] (B, 1, 1, S), not [:, None, :, None]."),
         Mistake("masks combined with OR", _mask_or,
-                "a key may be attended only if it is real AND not in the future: combine with &, not |."),
+                "a key may be attended only if it is real AND not in the future; with OR either rule alone "
+                "lets it through.",
+                "combine with &, not |."),
+        Mistake("polarity inverted (True = blocked)", _mask_inverted,
+                "in this course True means 'may attend'; your mask is True where attending is forbidden.",
+                "build it from the padding mask (True = real) and the causal mask (True = may attend) with &, "
+                "and do not negate the result."),
         Mistake("padding mask missing", _mask_causal_only,
-                "padded keys must be blocked too: & the causal mask with the padding mask of the keys."),
+                "padded keys must be blocked too; your mask blocks only the future.",
+                "& the causal mask with the padding mask of the keys, (B, 1, 1, S)."),
         Mistake("causal mask missing", _mask_causal_ignored,
-                "with causal=True, & the padding mask with causal_mask(max_len) as well."),
+                "with causal=True future keys must be blocked as well; your mask blocks only the padding.",
+                "& the padding mask with causal_mask(max_len)."),
+        Mistake("not expanded to (B, 1, T, T) when causal=False", _mask_not_expanded,
+                "without the causal mask your result keeps the padding mask's (B, 1, 1, S) shape; the exercise "
+                "asks for (B, 1, T, T) either way.",
+                "keys.expand(-1, 1, max_len, max_len) when causal is False."),
         Mistake("no head axis: (B, T, S)", _mask_no_head_axis,
-                "return (B, 1, T, S) so the mask broadcasts over the heads of (B, H, T, S) scores."),
+                "the mask must broadcast over the heads of (B, H, T, S) scores; yours has no head axis.",
+                "return (B, 1, T, S): keep the axis of size 1 after the batch."),
+        Mistake("lengths as a list not turned into a tensor (in padding_mask)", _mask_list_indexed,
+                "`lengths` may be a Python list, and your padding_mask indexes it with [:, None], which a list "
+                "does not allow.",
+                "torch.as_tensor(lengths) at the start of padding_mask (exercise 2)."),
     ],
     forbidden=(attention_mask_reference, *TORCH_CAUSAL),
     allowed=(tfm_ref.causal_mask, tfm_ref.padding_mask, tfm_ref.key_mask),
+    uses=(CAUSAL_MASK, PADDING_MASK),
 )
 
 
@@ -335,20 +384,27 @@ SHIFT_RIGHT = Exercise(
     ],
     mistakes=[
         Mistake("shifted left", _shift_left,
-                "the decoder input at step t is the *previous* target, t - 1: put <bos> in front and "
-                "drop the last target (that is what the model must predict from it)."),
+                "the decoder input at step t is the *previous* target, t − 1; yours is the next one, the very "
+                "token the model must predict.",
+                "put <bos> in front and drop the last target: cat([bos, targets[:, :-1]], dim=1)."),
         Mistake("dropped the first target instead of the last", _shift_drop_first,
-                "after <bos> come targets 0 … T-2: drop the last one (targets[:, :-1]), not the first."),
+                "after <bos> come targets 0 … T − 2; you dropped target 0 and kept the last one.",
+                "targets[:, :-1], not targets[:, 1:]."),
         Mistake("nothing dropped (length T + 1)", _shift_keep_all,
-                "the input must keep the targets' length T: drop the last target after prepending <bos>."),
+                "the input must keep the targets' length T; prepending <bos> without dropping a target makes it "
+                "T + 1 long.",
+                "drop the last target after prepending <bos>: targets[:, :-1]."),
         Mistake("torch.roll without <bos>", _shift_roll,
                 "roll wraps the last target round to position 0, so the model would see the answer's end; "
-                "position 0 must be bos_id."),
+                "position 0 must be bos_id.",
+                "cat([targets.new_full((B, 1), bos_id), targets[:, :-1]], dim=1) instead of roll."),
         Mistake("shifted along the batch axis", _shift_time_axis,
-                "targets are (B, T): shift along dim 1, the time axis, not dim 0."),
+                "targets are (B, T): you shifted the sequences of the batch, not the positions in time.",
+                "shift along dim 1: cat([...], dim=1), and slice targets[:, :-1]."),
         Mistake("<bos> column of the wrong dtype", _shift_bos_int64,
-                "torch.full makes int64 by default, and cat promotes the int32 targets to it; build the "
-                "<bos> column with the targets' dtype: targets.new_full((B, 1), bos_id)."),
+                "torch.full makes int64 by default, and cat promotes the int32 targets to it: the result is not "
+                "in the targets' dtype.",
+                "build the <bos> column with the targets' dtype: targets.new_full((B, 1), bos_id)."),
     ],
     forbidden=(shift_right_reference,),
 )

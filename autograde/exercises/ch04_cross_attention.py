@@ -6,8 +6,8 @@ encoder's output (the *memory*), and the masks of an encoder-decoder step.
 `MultiHeadAttention` is checked against `tfm_ref`; `cross_attention` (one head, explicit
 weight matrices) and `encoder_decoder_masks` are not part of tfm_ref's contract, so their
 references are written here (`cross_attention_reference`, `encoder_decoder_masks_reference`).
-`tests/test_exercises_ch04.py` proves every check passes the reference and fails every
-mistake with its hint.
+`tests/test_exercises.py` proves every check passes the reference and fails every mistake
+with its hint.
 
 Shapes: B batch · T target (query) positions · S source (key) positions · D model width ·
 Dk query/key width · Dv value width · H query heads · G key/value heads.
@@ -21,8 +21,15 @@ import torch
 import tfm_ref
 
 from ..checking import Call, Case, Exercise, Mistake, ModuleAdapter, randn, random_dims
-from .ch02_multihead import (ATTENTION_LIBRARY, BrokenMultiHeadAttention, MaskIgnoredMultiHeadAttention, mha_dims,
-                             mha_kwargs)
+from .ch01_attention import ATTENTION_LIBRARY, plain_softmax
+from .ch02_multihead import (
+    MULTIHEAD_MISTAKES,
+    BrokenMultiHeadAttention,
+    MaskIgnoredMultiHeadAttention,
+    key_padding,
+    mha_dims,
+    mha_kwargs,
+)
 
 __all__ = ["cross_attention_reference", "encoder_decoder_masks_reference", "CROSS_ATTENTION", "CROSS_MULTIHEAD",
            "ENCODER_DECODER_MASKS", "EXERCISES"]
@@ -71,10 +78,9 @@ def encoder_decoder_masks_reference(src_lengths, src_len: int, tgt_len: int) -> 
 # --------------------------------------------------------------------------- 1. cross_attention (one head)
 
 def _source_lengths(gen: torch.Generator, batch: int, src_len: int) -> torch.Tensor:
-    """(B,) lengths in [1, S]; the first source is padded when it can be."""
-    lengths = torch.randint(1, src_len + 1, (batch,), generator=gen)
-    lengths[0] = max(1, src_len - 2)
-    return lengths
+    """(B,) lengths in [1, S − 1]: every source is padded when it can be (S ≥ 2), so that a reversed mask
+    leaves every query a key to see."""
+    return torch.randint(1, max(src_len - 1, 1) + 1, (batch,), generator=gen)
 
 
 def _weights(gen: torch.Generator, dims, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
@@ -128,6 +134,24 @@ def _cross_no_scaling(x, memory, w_q, w_k, w_v, src_mask=None):
     return cross_attention_reference(x * math.sqrt(w_q.shape[-1]), memory, w_q, w_k, w_v, src_mask)
 
 
+def _cross_mask_without_query_axis(x, memory, w_q, w_k, w_v, src_mask=None):
+    # (B, S) against (B, T, S) scores: right-aligned, so B lines up with T (an error, or the wrong rows)
+    return tfm_ref.scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, src_mask, return_weights=True)
+
+
+def _cross_memory_unprojected(x, memory, w_q, w_k, w_v, src_mask=None):
+    mask = None if src_mask is None else src_mask[:, None, :]  # (B, 1, S)
+    return tfm_ref.scaled_dot_product_attention(x @ w_q, memory, memory, mask, return_weights=True)
+
+
+def _cross_nan_empty_source(x, memory, w_q, w_k, w_v, src_mask=None):
+    scores = (x @ w_q) @ (memory @ w_k).transpose(-2, -1) / math.sqrt(w_q.shape[-1])  # (B, T, S)
+    if src_mask is not None:
+        scores = scores.masked_fill(~src_mask[:, None, :], float("-inf"))
+    weights = plain_softmax(scores)
+    return weights @ (memory @ w_v), weights
+
+
 CROSS_ATTENTION = Exercise(
     name="cross_attention",
     reference=cross_attention_reference,
@@ -149,21 +173,38 @@ CROSS_ATTENTION = Exercise(
     ],
     mistakes=[
         Mistake("keys and values taken from x instead of memory", _cross_kv_from_x,
-                "in cross-attention only the queries come from the decoder (x); the keys and values come "
-                "from the encoder output: k = memory @ w_k, v = memory @ w_v. The weights are then n_tgt × n_src."),
+                "in cross-attention only the queries come from the decoder (x); the keys and values come from "
+                "the encoder's output, so that the weights are n_tgt × n_src.",
+                "k = memory @ w_k, v = memory @ w_v."),
         Mistake("queries taken from memory", _cross_q_from_memory,
-                "the queries come from the decoder, q = x @ w_q (one row per target position); the "
-                "memory gives the keys and values."),
+                "the queries come from the decoder, one row per target position; the memory gives the keys and "
+                "values.",
+                "q = x @ w_q."),
+        Mistake("keys and values are the memory itself (not projected)", _cross_memory_unprojected,
+                "the keys and values are learned projections of the memory, never the memory itself.",
+                "k = memory @ w_k and v = memory @ w_v."),
         Mistake("source padding mask ignored", _cross_mask_ignored,
-                "padded source tokens must get zero weight: fill their scores with -inf "
-                "(src_mask[:, None, :] broadcasts over the target positions)."),
+                "padded source tokens must get zero weight; yours get some.",
+                "pass src_mask[:, None, :] (B, 1, S) to the attention, which fills the blocked scores with -inf."),
+        Mistake("source mask without the query axis", _cross_mask_without_query_axis,
+                "src_mask is (B, S) and the scores (B, T, S): shapes line up from the right, so the batch axis of "
+                "the mask meets the target axis of the scores — an error, or the wrong sources' padding.",
+                "add the query axis: src_mask[:, None, :] is (B, 1, S), the same keys for every target position."),
         Mistake("source mask polarity inverted", _cross_mask_inverted,
-                "src_mask is True for real tokens (may attend): fill where ~src_mask."),
+                "src_mask is True for the real tokens (may attend); you blocked them and let the padding through.",
+                "fill where ~src_mask (the given attention does this with src_mask[:, None, :] as its mask)."),
         Mistake("causal mask on cross-attention", _cross_causal,
-                "the whole source is known before decoding starts: cross-attention needs no look-ahead "
-                "mask, only the source padding mask."),
+                "the whole source is known before decoding starts, so target position t may read every real "
+                "source token; a look-ahead mask hides part of the source.",
+                "use the source padding mask only."),
+        Mistake("NaN for a source with no real token", _cross_nan_empty_source,
+                "a source with no real token blocks every key, and the softmax of a row of −inf is NaN; such "
+                "queries must get zero weights and a zero output.",
+                "use the given scaled_dot_product_attention (or a softmax that gives zeros for an all −inf row, "
+                "as chapter 1's)."),
         Mistake("missing scaling", _cross_no_scaling,
-                "divide the scores by √d_k (w_q.shape[-1]) before the softmax."),
+                "the scores are not divided by √d_k before the softmax.",
+                "divide (x @ w_q) @ (memory @ w_k).transpose(-2, -1) by math.sqrt(w_q.shape[-1])."),
     ],
     forbidden=(cross_attention_reference, *ATTENTION_LIBRARY),
     allowed=GIVEN_HELPERS,
@@ -178,10 +219,12 @@ def _mha_cross(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(x, memory)
 
 
-def _mha_cross_masked(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
-    x, memory = _mha_cross(gen, dims, dtype).args
-    lengths = _source_lengths(gen, dims["B"], dims["S"])
-    return Call(x, memory, tfm_ref.key_mask(tfm_ref.padding_mask(lengths, dims["S"])))  # mask (B, 1, 1, S)
+def _mha_cross_masked(empty: bool = False):
+    """Cross-attention with a source padding mask (B, 1, 1, S); with ``empty`` the last source is all padding."""
+    def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+        x, memory = _mha_cross(gen, dims, dtype).args
+        return Call(x, memory, key_padding(gen, dims["B"], dims["S"], empty))
+    return inputs
 
 
 def _mha_self(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
@@ -216,28 +259,37 @@ CROSS_MULTIHEAD = Exercise(
     arg_names=("x", "context", "mask"),
     shapes=_CROSS_SHAPES,
     visible=[Case("cross-attention, 3 target and 5 source positions"),
-             Case("cross-attention with a source padding mask", inputs=_mha_cross_masked)],
+             Case("cross-attention with a source padding mask", inputs=_mha_cross_masked())],
     hidden=[
-        Case("random sizes", dims=mha_dims(cross=True), inputs=_mha_cross_masked),
-        Case("MHA (G = H)", dims=dict(B=2, T=4, S=6, D=12, H=3, G=3), inputs=_mha_cross_masked),
-        Case("MQA (G = 1)", dims=dict(B=2, T=4, S=6, D=16, H=4, G=1), inputs=_mha_cross_masked),
-        Case("length-1 target (one decoding step)", dims=dict(B=2, T=1, S=5, D=8, H=4, G=2), inputs=_mha_cross_masked),
-        Case("longer target than source", dims=dict(B=2, T=6, S=2, D=8, H=2, G=1), inputs=_mha_cross_masked),
+        Case("random sizes", dims=mha_dims(cross=True), inputs=_mha_cross_masked()),
+        Case("MHA (G = H)", dims=dict(B=2, T=4, S=6, D=12, H=3, G=3), inputs=_mha_cross_masked()),
+        Case("MQA (G = 1)", dims=dict(B=2, T=4, S=6, D=16, H=4, G=1), inputs=_mha_cross_masked()),
+        Case("length-1 target (one decoding step)", dims=dict(B=2, T=1, S=5, D=8, H=4, G=2), inputs=_mha_cross_masked()),
+        Case("longer target than source", dims=dict(B=2, T=6, S=2, D=8, H=2, G=1), inputs=_mha_cross_masked()),
+        Case("a source that is all padding (fully masked rows)", inputs=_mha_cross_masked(empty=True)),
+        Case("n_kv_heads=None (MHA)", dims=dict(B=2, T=3, S=5, D=12, H=3), inputs=_mha_cross_masked()),
         Case("self-attention still works (context=None)", inputs=_mha_self),
-        Case("gradients (inputs and weights)", grad=True, inputs=_mha_cross_masked),
+        Case("gradients (inputs and weights)", grad=True, inputs=_mha_cross_masked()),
     ],
     mistakes=[
         Mistake("keys and values taken from x instead of the context", _MHAKeysFromX,
-                "when `context` is given, k_proj and v_proj are applied to it (the encoder output), "
-                "and only q_proj to x: source = x if context is None else context."),
+                "when `context` is given, the keys and values come from it (the encoder's output); only the "
+                "queries come from x.",
+                "source = x if context is None else context; k_proj and v_proj read source, q_proj reads x."),
         Mistake("queries taken from the context", _MHAQueriesFromContext,
-                "the queries come from x (the decoder, T positions); the context gives the keys and "
-                "values (S positions). The output is (B, T, D)."),
+                "the queries come from x (the decoder, T positions) and the context gives the keys and values "
+                "(S positions), so the output is (B, T, D).",
+                "q = split_heads(self.q_proj(x), self.n_heads); only k_proj and v_proj read the context."),
         Mistake("source padding mask ignored", MaskIgnoredMultiHeadAttention,
-                "pass `mask` on to the attention: padded source tokens must get zero weight."),
+                "the mask is not passed on to the attention, so padded source tokens still get weight.",
+                "scaled_dot_product_attention(q, k, v, mask): the source mask (B, 1, 1, S) broadcasts over heads "
+                "and target positions."),
         Mistake("causal mask on cross-attention", _MHACausalCross,
-                "cross-attention needs no look-ahead mask: every target position may see the whole "
-                "(real) source."),
+                "cross-attention needs no look-ahead mask: every target position may see the whole (real) "
+                "source.",
+                "pass only the mask you are given."),
+        # Chapter 2's, but for the mask, which is the source's here (above).
+        *(m for m in MULTIHEAD_MISTAKES if m.impl is not MaskIgnoredMultiHeadAttention),
     ],
     forbidden=ATTENTION_LIBRARY,
     allowed=GIVEN_HELPERS,
@@ -277,6 +329,21 @@ def _masks_swapped(src_lengths, src_len, tgt_len):
     return cross_mask, self_mask
 
 
+def _masks_shape_of_list(src_lengths, src_len, tgt_len):
+    self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
+    return self_mask[: src_lengths.shape[0]], cross_mask  # the batch size read from .shape, which a list lacks
+
+
+def _masks_cross_not_expanded(src_lengths, src_len, tgt_len):
+    self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
+    return self_mask, cross_mask[:, :, :1]  # (B, 1, 1, S)
+
+
+def _masks_self_not_expanded(src_lengths, src_len, tgt_len):
+    self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
+    return self_mask[0, 0], cross_mask  # (T, T)
+
+
 def _masks_inverted_padding(src_lengths, src_len, tgt_len):
     self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
     return self_mask, ~cross_mask
@@ -297,18 +364,32 @@ ENCODER_DECODER_MASKS = Exercise(
     ],
     mistakes=[
         Mistake("causal mask on cross-attention", _masks_causal_cross,
-                "the look-ahead mask belongs to the decoder's *self*-attention only; cross-attention "
-                "may see the whole source (every real token)."),
+                "the look-ahead mask belongs to the decoder's *self*-attention only; cross-attention may see the "
+                "whole source (every real token).",
+                "cross_mask is the source padding mask alone, expanded to (B, 1, T, S)."),
         Mistake("source padding mask missing", _masks_no_padding,
-                "cross-attention must not look at padded source tokens: its mask is the source "
-                "padding mask, broadcast over the target positions."),
+                "cross-attention must not look at padded source tokens; your cross_mask lets them through.",
+                "padding_mask(src_lengths, src_len)[:, None, None, :], expanded to (B, 1, T, S)."),
         Mistake("no causal mask on self-attention", _masks_not_causal,
-                "the decoder's self-attention must not see future target positions: causal_mask(tgt_len)."),
+                "the decoder's self-attention must not see future target positions; your self_mask allows them.",
+                "causal_mask(tgt_len), expanded to (B, 1, T, T)."),
         Mistake("masks swapped", _masks_swapped,
-                "return (self_mask, cross_mask): self-attention is target × target (T, T), "
-                "cross-attention target × source (T, S)."),
+                "self-attention is target × target (T, T) and cross-attention target × source (T, S); you "
+                "returned them the other way round.",
+                "return (self_mask, cross_mask)."),
         Mistake("source padding polarity inverted", _masks_inverted_padding,
-                "True marks the real source tokens (may attend), not the padding."),
+                "True marks the real source tokens (may attend), not the padding.",
+                "use the padding mask as it is (True = real), without negating it."),
+        Mistake("cross_mask not expanded over the target positions", _masks_cross_not_expanded,
+                "your cross_mask is (B, 1, 1, S); the exercise asks for the full (B, 1, T, S), one row per target "
+                "position.",
+                ".expand(B, 1, tgt_len, src_len)."),
+        Mistake("self_mask without its batch axes", _masks_self_not_expanded,
+                "your self_mask is (T, T); the exercise asks for the full (B, 1, T, T), one per sequence.",
+                "causal_mask(tgt_len).expand(B, 1, tgt_len, tgt_len)."),
+        Mistake("lengths as a list not turned into a tensor", _masks_shape_of_list,
+                "`src_lengths` may be a Python list, which has no .shape.",
+                "src_lengths = torch.as_tensor(src_lengths) first (or take the batch size from len(src_lengths))."),
     ],
     forbidden=(encoder_decoder_masks_reference, *ATTENTION_LIBRARY),
     allowed=(tfm_ref.causal_mask, tfm_ref.padding_mask, tfm_ref.key_mask),

@@ -5,7 +5,7 @@
     RoPE: rotate feature j with feature j + Dh/2 by p · base^(−2j/Dh)           (Su et al. 2021, rotate-half)
 
 Each exercise is checked against `tfm_ref`; each `Mistake` is a broken version a student
-plausibly writes, with the hint its failure gives (`tests/test_exercises_ch05.py` proves it).
+plausibly writes, with the hint its failure gives (`tests/test_exercises.py` proves it).
 
 Shapes: B batch · H heads · T positions · P table positions · D model width · Dh head width ·
 V vocabulary · M max_len · O offset (positions already decoded).
@@ -61,41 +61,65 @@ def _even_sizes(gen: torch.Generator) -> dict[str, int]:
     return {"P": int(torch.randint(1, 65, (1,), generator=gen)), "D": 2 * int(torch.randint(1, 17, (1,), generator=gen))}
 
 
-def _sinusoid(n_positions: int, d_model: int, base: float, exponent: Callable[[torch.Tensor], torch.Tensor],
-              sin_first: bool = True, interleave: bool = True) -> torch.Tensor:
-    """The table with one of its ingredients changed (what the broken versions share)."""
+def _sinusoid(n_positions: int, d_model: int, *, base: float = 10000.0, sine_base: float | None = None,
+              exponent: Callable[[torch.Tensor, int], torch.Tensor] = lambda two_i, d: two_i / d,
+              own_exponents: bool = False, degrees: bool = False, sin_first: bool = True, interleave: bool = True,
+              dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The table with one of its ingredients changed, as the keywords say (what the broken versions share).
+
+    ``sine_base``: another base for the sines only; ``own_exponents``: feature 2i + 1 takes the exponent
+    (2i + 1)/d instead of sharing its pair's; ``degrees``: the angles read as degrees.
+    """
     if d_model % 2:
         raise ValueError(f"sinusoidal positional encoding needs an even d_model, got {d_model}")
     position = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    i = torch.arange(d_model // 2, dtype=torch.float64)  # (D/2,)
-    angle = position / base ** exponent(i)  # (P, D/2)
-    first, second = (torch.sin(angle), torch.cos(angle)) if sin_first else (torch.cos(angle), torch.sin(angle))
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (D/2,)
+    unit = math.pi / 180 if degrees else 1.0
+    sin_angle = unit * position / (sine_base or base) ** exponent(two_i, d_model)  # (P, D/2)
+    cos_angle = unit * position / base ** exponent(two_i + 1 if own_exponents else two_i, d_model)  # (P, D/2)
+    first, second = (sin_angle.sin(), cos_angle.cos()) if sin_first else (cos_angle.cos(), sin_angle.sin())
     if interleave:
         pe = torch.stack([first, second], dim=-1).reshape(n_positions, -1)  # (P, D/2, 2) → (P, D)
     else:
         pe = torch.cat([first, second], dim=-1)  # (P, D): all sines, then all cosines
-    return pe.float()
+    return pe.to(dtype)
 
 
 def _pe_swapped(n_positions, d_model):
-    return _sinusoid(n_positions, d_model, 10000.0, lambda i: 2 * i / d_model, sin_first=False)
+    return _sinusoid(n_positions, d_model, sin_first=False)
 
 
 def _pe_base_1000(n_positions, d_model):
-    return _sinusoid(n_positions, d_model, 1000.0, lambda i: 2 * i / d_model)
+    return _sinusoid(n_positions, d_model, base=1000.0)
+
+
+def _pe_notes_bases(n_positions, d_model):
+    return _sinusoid(n_positions, d_model, sine_base=1000.0)  # the data-flow notes' formula
 
 
 def _pe_exponent_i(n_positions, d_model):
-    return _sinusoid(n_positions, d_model, 10000.0, lambda i: i / d_model)
+    return _sinusoid(n_positions, d_model, exponent=lambda two_i, d: two_i / 2 / d)
+
+
+def _pe_own_exponents(n_positions, d_model):
+    return _sinusoid(n_positions, d_model, own_exponents=True)
+
+
+def _pe_degrees(n_positions, d_model):
+    return _sinusoid(n_positions, d_model, degrees=True)
 
 
 def _pe_halves(n_positions, d_model):
-    return _sinusoid(n_positions, d_model, 10000.0, lambda i: 2 * i / d_model, interleave=False)
+    return _sinusoid(n_positions, d_model, interleave=False)
+
+
+def _pe_float64(n_positions, d_model):
+    return _sinusoid(n_positions, d_model, dtype=torch.float64)
 
 
 def _pe_no_odd_check(n_positions, d_model):
     even = d_model + d_model % 2  # builds a table for the next even width and cuts it
-    return _sinusoid(n_positions, even, 10000.0, lambda i: 2 * i / even)[:, :d_model]
+    return _sinusoid(n_positions, even)[:, :d_model]
 
 
 SINUSOIDAL = Exercise(
@@ -116,19 +140,37 @@ SINUSOIDAL = Exercise(
     ],
     mistakes=[
         Mistake("sin and cos swapped", _pe_swapped,
-                "sin goes on the even features (0, 2, 4, …) and cos on the odd ones: PE[p, 2i] = sin(…), "
-                "PE[p, 2i+1] = cos(…)."),
+                "sin goes on the even features (0, 2, 4, …) and cos on the odd ones; yours are the other way "
+                "round.",
+                "PE[p, 2i] = sin(…) and PE[p, 2i+1] = cos(…): pe[:, 0::2] = sin, pe[:, 1::2] = cos."),
         Mistake("wrong base (1000)", _pe_base_1000,
-                "the wavelengths grow geometrically up to 10000·2π: the base is 10000, not 1000."),
+                "the wavelengths grow geometrically up to 10000·2π; with 1000 they stop ten times too soon.",
+                "the base is 10000: position / 10000 ** (2i / d_model)."),
+        Mistake("the notes' formula: base 1000 in the sine, 10000 in the cosine", _pe_notes_bases,
+                "the sine and the cosine of a pair must share one frequency (so that PE(pos + k) is a rotation "
+                "of PE(pos)); with two bases they do not.",
+                "the same base, 10000, in both: sin(pos / 10000^(2i/d)) and cos(pos / 10000^(2i/d))."),
         Mistake("exponent i/d instead of 2i/d", _pe_exponent_i,
-                "for the pair (2i, 2i+1) the exponent is 2i/d_model (the index of the even feature over "
-                "d_model), not i/d_model."),
+                "for the pair (2i, 2i+1) the exponent is 2i/d_model, the index of its even feature over d_model; "
+                "you divided the pair's index i by d_model.",
+                "10000 ** (2 * i / d_model) with i = 0 … d/2 − 1 (or torch.arange(0, d_model, 2) / d_model)."),
+        Mistake("each feature its own exponent: (2i+1)/d for the cosine", _pe_own_exponents,
+                "the two features of a pair share one frequency: the cosine at feature 2i + 1 uses the exponent "
+                "2i/d of its pair, not (2i + 1)/d.",
+                "compute one angle per pair, pos / 10000^(2i/d), and take its sin and its cos."),
+        Mistake("angles in degrees", _pe_degrees,
+                "the angles are in radians: sin 2 = 0.9093, not sin 2° = 0.0349.",
+                "pass pos / 10000^(2i/d) to torch.sin and torch.cos as it is, without a factor π/180."),
         Mistake("all sines first, then all cosines", _pe_halves,
-                "that is another valid layout (tensor2tensor's), but the paper and tfm_ref interleave: "
-                "sin on even features, cos on odd ones (pe[:, 0::2] and pe[:, 1::2])."),
+                "that is another valid layout (tensor2tensor's), but the paper and tfm_ref interleave: sin on "
+                "the even features, cos on the odd ones.",
+                "pe[:, 0::2] = sines and pe[:, 1::2] = cosines, instead of concatenating the two halves."),
+        Mistake("table left in float64", _pe_float64,
+                "the exercise asks for a float32 table (the dtype of the model's embeddings); yours is float64.",
+                "compute in float64 if you like, and return pe.float()."),
         Mistake("no ValueError for odd d_model", _pe_no_odd_check,
-                "sin and cos come in pairs, so an odd d_model has no valid table: raise "
-                "ValueError(...) when d_model % 2 != 0."),
+                "sin and cos come in pairs, so an odd d_model has no valid table; yours returns one.",
+                "if d_model % 2: raise ValueError(...)."),
     ],
     atol=5e-5,  # float32 angles of far positions differ by ~1e-5 between correct formulas
 )
@@ -171,12 +213,15 @@ TOKEN_EMBEDDING = Exercise(
     ],
     mistakes=[
         Mistake("embedding not scaled by √d_model", _EmbeddingUnscaled,
-                "multiply the looked-up vectors by math.sqrt(d_model) (§3.4 of the paper): the weights are "
-                "small, and without the scale the positional encoding drowns the token."),
+                "the paper multiplies the looked-up vectors by √d_model (§3.4): the table's entries are small, "
+                "and without the factor the positional encoding drowns the token.",
+                "return self.weight[ids] * math.sqrt(d_model)."),
         Mistake("divided by √d_model instead of multiplied", _EmbeddingDividedByRoot,
-                "the paper multiplies the embedding by √d_model; you divided."),
+                "the paper multiplies the embedding by √d_model; you divided.",
+                "* math.sqrt(d_model), not / math.sqrt(d_model)."),
         Mistake("scaled by d_model instead of √d_model", _EmbeddingTimesWidth,
-                "the factor is the square root of d_model, math.sqrt(d_model)."),
+                "the factor is the square root of d_model, not d_model itself.",
+                "* math.sqrt(d_model)."),
     ],
 )
 
@@ -215,10 +260,12 @@ LEARNED = Exercise(
     ],
     mistakes=[
         Mistake("offset ignored", _LearnedNoOffset,
-                "with offset = k the T inputs sit at positions k … k+T-1: add weight[offset : offset + T], "
-                "not the first T rows."),
+                "with offset = k the T inputs sit at positions k … k + T − 1; you added the rows of positions "
+                "0 … T − 1.",
+                "add self.weight[offset : offset + T]."),
         Mistake("the encoding replaces x instead of being added", _LearnedReplaces,
-                "the positional encoding is added to the token vectors: return x + weight[...]."),
+                "the positional encoding is added to the token vectors; you returned the encoding alone.",
+                "return x + self.weight[offset : offset + T]."),
     ],
 )
 
@@ -294,17 +341,21 @@ ROPE = Exercise(
     ],
     mistakes=[
         Mistake("interleaved pairs instead of rotate-half", _rope_interleaved,
-                "tfm_ref (like Llama and GPT-NeoX) pairs feature j with feature j + Dh/2 (split x into two "
-                "halves), not feature 2j with 2j+1."),
+                "tfm_ref (like Llama's Hugging Face code and GPT-NeoX) pairs feature j with feature j + Dh/2; "
+                "you paired feature 2j with 2j + 1 (the RoFormer layout).",
+                "split x into halves, x1, x2 = x.chunk(2, dim=-1), and rotate with cat([-x2, x1], dim=-1)."),
         Mistake("rotation by −θ (wrong sign)", _rope_wrong_sign,
-                "the rotation is x·cos θ + rotate_half(x)·sin θ with rotate_half(x) = cat(−x₂, x₁): the "
-                "first half gets x₁cos θ − x₂sin θ, the second x₂cos θ + x₁sin θ."),
+                "your rotation turns the other way: the first half must get x₁cos θ − x₂sin θ and the second "
+                "x₂cos θ + x₁sin θ.",
+                "x·cos θ + rotate_half(x)·sin θ with rotate_half(x) = cat([-x2, x1], dim=-1)."),
         Mistake("positions ignored (always 0 … T-1)", _rope_positions_ignored,
-                "use the `positions` argument: with a KV cache the new tokens sit at positions past the "
-                "cached ones, not at 0 … T-1."),
+                "with a KV cache the new tokens sit at positions past the cached ones; you rotated them as if "
+                "they were at 0 … T − 1.",
+                "angle = positions.float()[:, None] * inv_freq[None, :], from the `positions` argument."),
         Mistake("frequencies base^(−j/Dh) instead of base^(−2j/Dh)", _rope_exponent_j,
-                "pair j turns at θ_j = base^(−2j/Dh), j = 0 … Dh/2 − 1 (the same frequencies as the "
-                "sinusoidal table)."),
+                "pair j turns at θ_j = base^(−2j/Dh), j = 0 … Dh/2 − 1 (the frequencies of the sinusoidal "
+                "table); yours turn too slowly.",
+                "inv_freq = base ** (-torch.arange(0, Dh, 2) / Dh)."),
     ],
     atol=1e-4,  # angles of tens of radians carry float32 rounding of ~1e-5
     rtol=1e-4,

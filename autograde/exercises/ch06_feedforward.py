@@ -4,7 +4,7 @@
     SwiGLU(x) = W_down (SiLU(W_gate x) ⊙ W_up x)           (Shazeer 2020)
 
 Each exercise is checked against `tfm_ref`; each `Mistake` is a broken version a student
-plausibly writes, with the hint its failure gives (`tests/test_exercises_ch06.py` proves it).
+plausibly writes, with the hint its failure gives (`tests/test_exercises.py` proves it).
 
 Shapes: B batch · T positions · D model width · F hidden width.
 Case flags in the sizes: ``gelu`` (present: GELU instead of ReLU), ``bias`` / ``nobias``.
@@ -82,18 +82,22 @@ FEED_FORWARD = Exercise(
     ],
     mistakes=[
         Mistake("activation after the second linear", _ActivationAfterSecond,
-                "the activation goes between the two linear maps: down_proj(act(up_proj(x))). After the "
-                "second one it would clip the block's output (a ReLU output is never negative)."),
+                "the activation goes between the two linear maps; after the second one it clips the block's "
+                "output (a ReLU output is never negative).",
+                "down_proj(act(up_proj(x)))."),
         Mistake("an extra activation after the second linear", _ExtraActivation,
-                "apply the activation once, to the hidden layer only: down_proj(act(up_proj(x)))."),
+                "the activation is applied once, to the hidden layer only; yours also goes over the output.",
+                "down_proj(act(up_proj(x))), with nothing after down_proj."),
         Mistake("no activation", _NoActivation,
-                "without the nonlinearity the two linear maps collapse into one linear map; apply "
-                "act(...) to the hidden layer."),
+                "without the nonlinearity the two linear maps collapse into one linear map.",
+                "apply the activation to the hidden layer: down_proj(act(up_proj(x)))."),
         Mistake("activation argument ignored (always ReLU)", _AlwaysRelu,
-                "use the `activation` argument: \"gelu\" means F.gelu on the hidden layer."),
+                "the `activation` argument chooses the nonlinearity; yours is ReLU whatever it says.",
+                "store it in __init__: F.relu for \"relu\", F.gelu for \"gelu\"."),
         Mistake("tanh approximation of GELU", _TanhGelu,
-                "tfm_ref and nn.Transformer use the exact GELU, x·Φ(x) with the erf: F.gelu(h), not "
-                "F.gelu(h, approximate=\"tanh\")."),
+                "tfm_ref and nn.Transformer use the exact GELU, x·Φ(x) with the erf; yours is the tanh "
+                "approximation.",
+                "F.gelu(h), not F.gelu(h, approximate=\"tanh\")."),
     ],
 )
 
@@ -143,15 +147,20 @@ SWIGLU = Exercise(
     ],
     mistakes=[
         Mistake("SiLU on the up branch (gate and up swapped)", _SiluOnUp,
-                "the SiLU goes on gate_proj(x), and up_proj(x) stays linear: F.silu(gate_proj(x)) * up_proj(x)."),
+                "the SiLU goes on the gate branch, and the up branch stays linear; yours are the other way round.",
+                "F.silu(self.gate_proj(x)) * self.up_proj(x)."),
         Mistake("sigmoid instead of SiLU (that is GLU)", _SigmoidGate,
-                "SwiGLU gates with SiLU(z) = z·σ(z) (Swish), not with σ(z) alone."),
+                "SwiGLU gates with SiLU(z) = z·σ(z) (Swish), not with σ(z) alone.",
+                "F.silu(gate), not torch.sigmoid(gate)."),
         Mistake("ReLU instead of SiLU (that is ReGLU)", _ReluGate,
-                "SwiGLU gates with SiLU(z) = z·σ(z), F.silu."),
+                "SwiGLU gates with SiLU(z) = z·σ(z); ReLU makes it another variant, ReGLU.",
+                "F.silu(gate), not F.relu(gate)."),
         Mistake("SiLU of the product", _SiluOfProduct,
-                "only the gate goes through the SiLU; multiply afterwards: F.silu(gate) * up."),
+                "only the gate goes through the SiLU; the product is taken afterwards.",
+                "F.silu(gate) * up, not F.silu(gate * up)."),
         Mistake("missing down projection", _NoDownProjection,
-                "the hidden (B, T, F) product must be mapped back to the model width with down_proj."),
+                "the hidden (B, T, F) product must be mapped back to the model width; yours is returned as it is.",
+                "self.down_proj(F.silu(gate) * up)."),
     ],
 )
 
@@ -189,23 +198,27 @@ HIDDEN_SIZE = Exercise(
              Case("the 2017 base model, d_ff = 2048", dims=dict(F=2048, M=1))],
     hidden=[
         Case("d_ff divisible by 3", dims=dict(F=3072, M=1)),
-        Case("2·d_ff/3 = x.67", dims=dict(F=1000, M=1)),
+        Case("d_ff = 1000: 2·d_ff/3 = 666.67 is not whole", dims=dict(F=1000, M=1)),
         Case("Llama-7B: 4·4096, multiple of 256", dims=dict(F=16384, M=256)),
         Case("random widths and multiples", dims=random_dims(F=(1, 5000), M=(1, 64))),
         Case("d_ff = 1", dims=dict(F=1, M=1)),
     ],
     mistakes=[
         Mistake("rounded down (int) before rounding to the multiple", _hidden_floor,
-                "tfm_ref rounds 2·d_ff/3 *up* (math.ceil): the SwiGLU may not have fewer parameters than "
-                "the FFN it replaces. (Llama's code truncates with int() first; this course does not.)"),
+                "tfm_ref rounds 2·d_ff/3 *up*, so that the SwiGLU has no fewer parameters than the FFN it "
+                "replaces; you truncated it first (as Llama's code does with int(); this course does not).",
+                "math.ceil(2 * d_ff / 3 / multiple_of) * multiple_of, with no int() before."),
         Mistake("rounded to the nearest multiple", _hidden_nearest,
-                "round up to the next multiple of multiple_of: multiple_of · ceil(2·d_ff/3 / multiple_of)."),
+                "the width is rounded *up* to the next multiple of multiple_of; you rounded to the nearest one.",
+                "multiple_of * math.ceil(2 * d_ff / 3 / multiple_of)."),
         Mistake("multiple_of ignored", _hidden_no_multiple,
-                "round the width up to a multiple of multiple_of (hardware likes widths that are multiples "
-                "of 64 or 256)."),
+                "the width must be a multiple of multiple_of (hardware likes multiples of 64 or 256); yours "
+                "ignores it.",
+                "round up to the multiple: multiple_of * math.ceil(2 * d_ff / 3 / multiple_of)."),
         Mistake("3/2 instead of 2/3", _hidden_three_halves,
-                "SwiGLU has three matrices instead of two, so its width shrinks to ⅔ of d_ff to keep the "
-                "parameter count."),
+                "SwiGLU has three matrices instead of two, so its width *shrinks* to ⅔ of d_ff to keep the "
+                "parameter count; you widened it.",
+                "2 * d_ff / 3, not 3 * d_ff / 2."),
     ],
 )
 
@@ -266,17 +279,22 @@ PARAMETER_COUNT = Exercise(
     ],
     mistakes=[
         Mistake("biases forgotten", _count_no_biases,
-                "with bias=True every linear map also has one bias per output: d_ff for up_proj (and "
-                "gate_proj), d_model for down_proj."),
+                "with bias=True every linear map also has one bias per output; you counted the weights only.",
+                "add d_ff for up_proj (and d_ff for gate_proj) and d_model for down_proj."),
         Mistake("SwiGLU counted with two matrices", _count_two_matrices,
-                "SwiGLU has three matrices (gate_proj, up_proj: d_model × d_ff each; down_proj: d_ff × d_model)."),
+                "SwiGLU has three matrices, gate_proj and up_proj (d_model × d_ff each) and down_proj "
+                "(d_ff × d_model); you counted two.",
+                "3 · d_model · d_ff weights for \"swiglu\" (and biases d_ff + d_ff + d_model)."),
         Mistake("bias=False ignored", _count_bias_always,
-                "with bias=False the linear maps have no biases (Llama): count the weight matrices only."),
+                "with bias=False the linear maps have no biases (as in Llama); you counted them anyway.",
+                "count the weight matrices only when bias is False."),
         Mistake("SwiGLU width shrunk to ⅔ inside the count", _count_swiglu_two_thirds,
-                "d_ff is the hidden width the SwiGLU is built with; the ⅔ rule is applied when choosing "
-                "it (swiglu_hidden_size), not again when counting."),
+                "d_ff is the hidden width the SwiGLU is built with; the ⅔ rule applies when choosing it "
+                "(swiglu_hidden_size), not again when counting.",
+                "use d_ff as it is for every kind."),
         Mistake("biases sized by the hidden width only", _count_square_biases,
-                "down_proj maps back to d_model, so its bias has d_model entries, not d_ff."),
+                "down_proj maps back to d_model, so its bias has d_model entries; you gave it d_ff.",
+                "biases: d_ff per up-projection (up_proj, and gate_proj for SwiGLU) plus d_model for down_proj."),
     ],
 )
 

@@ -5,7 +5,7 @@
     Post-Norm: Norm(x + Sublayer(x))        Pre-Norm: x + Sublayer(Norm(x))
 
 Each exercise is checked against `tfm_ref`; each `Mistake` is a broken version a student
-plausibly writes, with the hint its failure gives (`tests/test_exercises_ch07.py` proves it).
+plausibly writes, with the hint its failure gives (`tests/test_exercises.py` proves it).
 
 Shapes: B batch · T positions · D features (the normalised axis).
 Case flags in the sizes: ``eps2`` (present: ε = 1e-2), ``nobias`` (LayerNorm without β).
@@ -112,25 +112,53 @@ def _ln_affine_swapped(x, weight, bias, eps=1e-5):
     return tfm_ref.layer_norm(x, bias, weight, eps)
 
 
+def _ln_in_input_dtype(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = (x - mean).pow(2).mean(-1, keepdim=True)  # float16 overflows once |x − mean| passes 256
+    return _finish_ln((x - mean) / torch.sqrt(var + eps), weight, bias, x)
+
+
+def _ln_not_cast_back(x, weight, bias, eps=1e-5):
+    as_float = [None if t is None else t.float() for t in (weight, bias)]
+    return tfm_ref.layer_norm(x.float(), *as_float, eps)  # float32 out, whatever x was
+
+
+# Computing in float16, and not casting back, are the same mistakes in RMSNorm.
+HALF_PRECISION_HINT = ("in float16 the squares overflow (the largest float16 is 65504, so any |x| beyond 256 "
+                       "squares to inf) and the normalised output collapses; the statistics must be computed in "
+                       "float32.")
+HALF_PRECISION_FIX = "xf = x.float() at the start, compute with xf, and return y.to(x.dtype)."
+CAST_BACK_HINT = "you computed in float32 and returned float32; the result must have the dtype of x."
+CAST_BACK_FIX = "return y.to(x.dtype)."
+
 LAYER_NORM_MISTAKES = [
     Mistake("unbiased variance", _ln_unbiased,
-            "LayerNorm divides the squared deviations by D, not D − 1: torch.var(x, unbiased=False) (or "
-            "((x − mean)²).mean()); torch.var's default is the unbiased estimate."),
+            "LayerNorm divides the squared deviations by D, not D − 1; torch.var's default is the unbiased "
+            "estimate, with D − 1.",
+            "((x − mean)²).mean(dim=-1, keepdim=True), or torch.var(x, dim=-1, unbiased=False, keepdim=True)."),
     Mistake("epsilon outside the square root", _ln_eps_outside,
-            "ε goes inside the root: (x − mean) / √(var + ε), not (x − mean) / (√var + ε). It matters "
-            "when the variance is small."),
+            "ε goes inside the root: (x − mean) / √(var + ε), not (x − mean) / (√var + ε). It matters when "
+            "the variance is small.",
+            "torch.rsqrt(var + eps), or (x − mean) / torch.sqrt(var + eps)."),
     Mistake("normalised over the wrong axis (positions)", _ln_over((-2,)),
-            "LayerNorm normalises each position over its D features, the last axis (dim=-1, keepdim=True); "
-            "you normalised each feature over the positions."),
+            "LayerNorm normalises each position over its D features, the last axis; you normalised each "
+            "feature over the positions.",
+            "mean and variance with dim=-1, keepdim=True."),
     Mistake("normalised over the whole sequence", _ln_over((-2, -1)),
-            "the statistics are per position: mean and variance over the last axis only, not over (T, D)."),
+            "the statistics are per position, over the last axis only; yours pool the whole (T, D) sequence.",
+            "reduce over dim=-1 only, with keepdim=True."),
     Mistake("variance as E[x²] − E[x]²", _ln_moments,
-            "E[x²] − E[x]² cancels catastrophically when the mean is large compared with the spread "
-            "(float32 keeps ~7 digits); compute the mean of (x − mean)²."),
+            "E[x²] − E[x]² cancels catastrophically when the mean is large compared with the spread (float32 "
+            "keeps about 7 digits).",
+            "compute the mean of the squared deviations: ((x − mean)²).mean(dim=-1, keepdim=True)."),
     Mistake("divided by the variance instead of the standard deviation", _ln_no_sqrt,
-            "divide by √(var + ε), the standard deviation, not by var + ε."),
+            "the normaliser is the standard deviation √(var + ε), not the variance.",
+            "(x − mean) / torch.sqrt(var + eps)."),
     Mistake("γ and β swapped", _ln_affine_swapped,
-            "scale by the weight γ, then add the bias β: x̂ · weight + bias."),
+            "the weight γ scales and the bias β shifts; yours are the other way round.",
+            "x̂ · weight + bias."),
+    Mistake("computed in float16 (no float32 step)", _ln_in_input_dtype, HALF_PRECISION_HINT, HALF_PRECISION_FIX),
+    Mistake("result left in float32", _ln_not_cast_back, CAST_BACK_HINT, CAST_BACK_FIX),
 ]
 
 LAYER_NORM = Exercise(
@@ -149,7 +177,9 @@ LAYER_NORM = Exercise(
         Case("large mean (1e4 + noise)", inputs=_scaled(_ln_inputs, 1.0, 1e4)),
         Case("huge values", inputs=_scaled(_ln_inputs, 1e6)),
         Case("float64", dtype=torch.float64),
-        Case("float16 (compute in float32, cast back)", dtype=torch.float16),
+        Case("float16", dtype=torch.float16),
+        Case("float16, large values (compute in float32, cast back)", dtype=torch.float16,
+             inputs=_scaled(_ln_inputs, 300.0)),
         Case("gradients", grad=True),
     ],
     mistakes=LAYER_NORM_MISTAKES,
@@ -199,6 +229,14 @@ def _rms_over_positions(x, weight, eps=1e-6):
     return _finish_rms(xf * torch.rsqrt(xf.pow(2).mean(-2, keepdim=True) + eps), weight, x)
 
 
+def _rms_in_input_dtype(x, weight, eps=1e-6):
+    return _finish_rms(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps), weight, x)  # x² overflows float16
+
+
+def _rms_not_cast_back(x, weight, eps=1e-6):
+    return tfm_ref.rms_norm(x.float(), None if weight is None else weight.float(), eps)  # float32 out
+
+
 RMS_NORM = Exercise(
     name="rms_norm",
     reference=tfm_ref.rms_norm,
@@ -214,21 +252,30 @@ RMS_NORM = Exercise(
         Case("tiny values (ε dominates)", inputs=_scaled(_rms_inputs, 1e-3)),
         Case("huge values", inputs=_scaled(_rms_inputs, 1e6)),
         Case("float64", dtype=torch.float64),
-        Case("float16 (compute in float32, cast back)", dtype=torch.float16),
+        Case("float16", dtype=torch.float16),
+        Case("float16, large values (compute in float32, cast back)", dtype=torch.float16,
+             inputs=_scaled(_rms_inputs, 300.0)),
         Case("gradients", grad=True),
     ],
     mistakes=[
         Mistake("centred (subtracted the mean)", _rms_centred,
-                "RMSNorm does not subtract the mean — that is what makes it cheaper than LayerNorm: "
-                "x / √(mean(x²) + ε) · γ."),
+                "RMSNorm does not subtract the mean — that is what makes it cheaper than LayerNorm.",
+                "x / √(mean(x²) + ε) · γ, with x itself, not x − mean."),
         Mistake("epsilon outside the square root", _rms_eps_outside,
-                "ε goes inside the root: x / √(mean(x²) + ε), not x / (√mean(x²) + ε)."),
+                "ε goes inside the root: x / √(mean(x²) + ε), not x / (√mean(x²) + ε).",
+                "torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)."),
         Mistake("square root of the sum instead of the mean", _rms_sum,
-                "the root mean square divides the sum of squares by D: mean(x², dim=-1), not sum."),
+                "the root *mean* square divides the sum of squares by D; you took the root of the sum.",
+                "x.pow(2).mean(dim=-1, keepdim=True), not .sum(...)."),
         Mistake("mean absolute value instead of root mean square", _rms_mean_abs,
-                "divide by the root of the mean of the squares, √(mean(x²) + ε), not by mean(|x|)."),
+                "the normaliser is the root of the mean of the squares, not the mean of the absolute values.",
+                "torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)."),
         Mistake("normalised over the wrong axis (positions)", _rms_over_positions,
-                "the mean of squares is over each position's features, the last axis (dim=-1, keepdim=True)."),
+                "the mean of squares is over each position's features, the last axis; you took it over the "
+                "positions.",
+                "mean(dim=-1, keepdim=True)."),
+        Mistake("computed in float16 (no float32 step)", _rms_in_input_dtype, HALF_PRECISION_HINT, HALF_PRECISION_FIX),
+        Mistake("result left in float32", _rms_not_cast_back, CAST_BACK_HINT, CAST_BACK_FIX),
     ],
     forbidden=NORM_LIBRARY,
 )
@@ -273,14 +320,18 @@ LAYER_NORM_MODULE = Exercise(
         Case("without bias (bias=False)", dims=dict(B=2, T=3, D=6, nobias=1)),
         Case("large mean (1e4 + noise)", inputs=_scaled(_module_input, 1.0, 1e4)),
         Case("float64", dtype=torch.float64),
+        Case("float16, large values", dtype=torch.float16, inputs=_scaled(_module_input, 300.0)),
         Case("gradients (input, γ and β)", grad=True),
     ],
     mistakes=[
         Mistake("eps argument ignored", _ModuleEpsIgnored,
-                "store the `eps` the module is built with and pass it to layer_norm; you used the default 1e-5."),
-        *(Mistake(m.name, _module_mistake(m.impl, f"_Module{i}"), m.hint) for i, m in enumerate(LAYER_NORM_MISTAKES)),
+                "the module is built with its own `eps`, and you used layer_norm's default 1e-5 instead.",
+                "store it in __init__ (self.eps = eps) and pass it on: layer_norm(x, self.weight, self.bias, self.eps)."),
+        *(Mistake(m.name, _module_mistake(m.impl, f"_Module{i}"), m.hint, m.fix)
+          for i, m in enumerate(LAYER_NORM_MISTAKES)),
     ],
     forbidden=NORM_LIBRARY,
+    uses=(LAYER_NORM,),
 )
 
 
@@ -353,19 +404,27 @@ RESIDUAL = Exercise(
     ],
     mistakes=[
         Mistake("norm_first ignored (always Post-Norm)", _res_always_post,
-                "with norm_first=True normalise the sublayer's input instead: x + sublayer(norm(x))."),
+                "with norm_first=True the norm goes on the sublayer's input (Pre-Norm); yours always normalises "
+                "the sum.",
+                "if norm_first: return x + sublayer(norm(x))."),
         Mistake("always Pre-Norm", _res_always_pre,
-                "norm_first=False is the 2017 Post-Norm layout: norm(x + sublayer(x))."),
+                "norm_first=False is the 2017 Post-Norm layout, which normalises the sum; yours always "
+                "normalises the sublayer's input.",
+                "without norm_first: return norm(x + sublayer(x))."),
         Mistake("Pre-Norm: residual taken from the normalised input", _res_from_normalised,
-                "in Pre-Norm the residual path carries x itself, untouched: x + sublayer(norm(x)), not "
-                "norm(x) + sublayer(norm(x)). That identity path is why Pre-Norm trains stably when deep."),
+                "in Pre-Norm the residual path carries x itself, untouched; that identity path is why Pre-Norm "
+                "trains stably when deep. Yours carries norm(x).",
+                "x + sublayer(norm(x)), not norm(x) + sublayer(norm(x))."),
         Mistake("Post-Norm: only the sublayer output normalised", _res_norm_sublayer_only,
-                "Post-Norm normalises the sum, after the residual is added: norm(x + sublayer(x))."),
+                "Post-Norm normalises the sum, after the residual is added; yours normalises the sublayer's "
+                "output alone.",
+                "norm(x + sublayer(x)), not x + norm(sublayer(x))."),
         Mistake("Pre-Norm: normalised again after the addition", _res_pre_and_post,
-                "Pre-Norm has no norm after the addition (the stack ends with one final norm instead): "
-                "x + sublayer(norm(x))."),
+                "Pre-Norm has no norm after the addition (the stack ends with one final norm instead).",
+                "x + sublayer(norm(x)), with nothing around the sum."),
         Mistake("residual connection missing", _res_no_residual,
-                "add the sublayer's input back: the residual connection is the `x + …`."),
+                "the sublayer's input is not added back: the residual connection is missing.",
+                "add x: norm(x + sublayer(x)), or x + sublayer(norm(x)) in Pre-Norm."),
     ],
 )
 

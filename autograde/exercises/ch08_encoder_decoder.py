@@ -1,19 +1,21 @@
 """Chapter 8 exercises — encoder and decoder blocks, greedy decoding with a KV cache, the 2017
-learning-rate schedule, label-smoothed cross-entropy.
+learning-rate schedule, label-smoothed cross-entropy, one step of beam search.
 
     EncoderBlock: x = Res(x, SelfAttn(·, mask));  x = Res(x, FFN)
     DecoderBlock: x = Res(x, SelfAttn(·, causal)); x = Res(x, CrossAttn(·, memory, src pad)); x = Res(x, FFN)
     Res(x, f) = Norm(x + f(x)) (Post-Norm)  or  x + f(Norm(x)) (Pre-Norm)
     lr(step) = d_model^−0.5 · min(step^−0.5, step · warmup^−1.5)     (Vaswani et al. 2017, eq. 3)
+    beam step: the K best of the K·V candidates score + log p(token | hypothesis)
 
 The blocks are built from tfm_ref's `MultiHeadAttention`, `FeedForward` and `LayerNorm` (the
 exercise is the wiring), so those are allowed; decoding drives a small random tfm_ref
 `Transformer`, whose methods are allowed, while `tfm_ref.greedy_decode` is not. Each `Mistake`
-is a broken version a student plausibly writes (`tests/test_exercises_ch08.py` proves each is
+is a broken version a student plausibly writes (`tests/test_exercises.py` proves each is
 caught and named).
 
 Shapes: B batch · S source positions · T target positions · D model width · H heads ·
-F FFN width · L max_len (tokens to generate) · V vocabulary. Case flag in the sizes: ``pre`` (Pre-Norm).
+F FFN width · L max_len (tokens to generate) · V vocabulary · K beam size. Case flag in the sizes:
+``pre`` (Pre-Norm).
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ import tfm_ref
 from tfm_ref import attention, blocks, config, feedforward, heads, kv_cache, masks, multihead, norms, positional
 from tfm_ref import shapes as tfm_shapes
 from tfm_ref import transformer
+from tfm_ref.losses import label_smoothed_cross_entropy
+from tfm_ref.schedule import noam_lr
 
 from .. import wire
 from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
@@ -39,8 +43,8 @@ from .ch07_norms import (
     residual,
 )
 
-__all__ = ["ENCODER_BLOCK", "DECODER_BLOCK", "GREEDY", "NOAM", "LABEL_SMOOTHING", "EXERCISES", "noam_lr",
-           "label_smoothed_cross_entropy"]
+__all__ = ["ENCODER_BLOCK", "DECODER_BLOCK", "GREEDY", "NOAM", "LABEL_SMOOTHING", "BEAM_STEP", "EXERCISES", "noam_lr",
+           "label_smoothed_cross_entropy", "beam_step_reference"]
 
 BLOCK_LIBRARY = (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.TransformerEncoder,
                  nn.TransformerDecoder, nn.Transformer)
@@ -75,11 +79,19 @@ def _encoder_no_mask(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(randn(gen, dims["B"], dims["S"], dims["D"], dtype=dtype))
 
 
-def _encoder_with(connect, *, use_mask: bool = True, shared_norm: bool = False, ffn_first: bool = False) -> type:
+def _passed_on(mask: torch.Tensor | None, use: bool, inverted: bool) -> torch.Tensor | None:
+    """The mask a broken block gives its attention: the mask, None (ignored) or its complement (inverted)."""
+    if mask is None or not use:
+        return None
+    return ~mask if inverted else mask
+
+
+def _encoder_with(connect, *, use_mask: bool = True, inverted_mask: bool = False, shared_norm: bool = False,
+                  ffn_first: bool = False) -> type:
     """A tfm_ref.EncoderBlock wired with ``connect(x, sublayer, norm, norm_first)`` and one change."""
     def forward(self, x, mask=None):
         first = self.attn_residual.norm_first
-        attend = lambda h: self.self_attn(h, mask=mask if use_mask else None)  # noqa: E731
+        attend = lambda h: self.self_attn(h, mask=_passed_on(mask, use_mask, inverted_mask))  # noqa: E731
         ffn_norm = self.attn_residual.norm if shared_norm else self.ffn_residual.norm
         steps = [(attend, self.attn_residual.norm), (self.ffn, ffn_norm)]
         for sublayer, norm in (steps[::-1] if ffn_first else steps):
@@ -90,19 +102,32 @@ def _encoder_with(connect, *, use_mask: bool = True, shared_norm: bool = False, 
 
 _BLOCK_MISTAKES = dict(
     post_only=("norm_first ignored (always Post-Norm)",
-               "with norm_first=True every sublayer is x + sublayer(norm(x)) (Pre-Norm)."),
+               "with norm_first=True every sublayer normalises its own input (Pre-Norm); yours normalise the sums.",
+               "in Residual.forward: if self.norm_first: return x + self.dropout(sublayer(self.norm(x)))."),
     pre_from_norm=("Pre-Norm: residual taken from the normalised input",
-                   "in Pre-Norm the residual path carries x itself: x + sublayer(norm(x)), not norm(x) + …"),
+                   "in Pre-Norm the residual path carries x itself, untouched; yours carries norm(x).",
+                   "x + sublayer(norm(x)), not norm(x) + sublayer(norm(x))."),
     norm_inside=("Post-Norm: only the sublayer output normalised",
-                 "Post-Norm normalises the sum: norm(x + sublayer(x)), not x + norm(sublayer(x))."),
+                 "Post-Norm normalises the sum, after the residual is added; yours normalises the sublayer's output.",
+                 "norm(x + sublayer(x)), not x + norm(sublayer(x))."),
     no_residual=("residual connection missing",
-                 "each sublayer is wrapped in a residual connection: add its input back (x + …)."),
+                 "each sublayer sits in a residual connection; yours does not add its input back.",
+                 "norm(x + sublayer(x)), or x + sublayer(norm(x)) in Pre-Norm."),
 )
 
 
 def _named(key: str, impl) -> Mistake:
-    name, hint = _BLOCK_MISTAKES[key]
-    return Mistake(name, impl, hint)
+    name, hint, fix = _BLOCK_MISTAKES[key]
+    return Mistake(name, impl, hint, fix)
+
+
+class _EncoderOneAddNorm(tfm_ref.EncoderBlock):
+    """Both sublayers in one residual connection: the notes' list read as a single Add & Norm at the end."""
+
+    def forward(self, x, mask=None):
+        def both(h):
+            return self.ffn(self.self_attn(h, mask=mask))
+        return residual(x, both, self.ffn_residual.norm, self.attn_residual.norm_first)
 
 
 _ENCODER_SHAPES = [dict(B=1, S=1, D=2, H=1, F=4), dict(B=1, S=2, D=4, H=2, F=8), dict(B=2, S=3, D=8, H=2, F=16),
@@ -128,16 +153,27 @@ ENCODER_BLOCK = Exercise(
     ],
     mistakes=[
         Mistake("padding mask ignored", _encoder_with(residual, use_mask=False),
-                "pass the mask to the self-attention (self_attn(h, mask=mask)): padded positions must not be attended."),
+                "the mask does not reach the self-attention, so padded positions are attended.",
+                "pass it on: lambda h: self.self_attn(h, mask=mask)."),
+        Mistake("padding mask inverted", _encoder_with(residual, inverted_mask=True),
+                "the mask is True where attending is allowed (the real tokens); inverted, every query attends to "
+                "the padding only.",
+                "pass the mask as it is: self.self_attn(h, mask=mask), not mask=~mask."),
         _named("post_only", _encoder_with(_res_always_post)),
         _named("pre_from_norm", _encoder_with(_res_from_normalised)),
         _named("norm_inside", _encoder_with(_res_norm_sublayer_only)),
         _named("no_residual", _encoder_with(_res_no_residual)),
         Mistake("one norm for both sublayers", _encoder_with(residual, shared_norm=True),
-                "each sublayer has its own norm: attn_residual.norm around the attention, ffn_residual.norm "
-                "around the FFN (their γ and β are learned separately)."),
+                "each sublayer has its own norm, with its own learned γ and β; yours uses one for both.",
+                "attn_residual.norm around the attention, ffn_residual.norm around the FFN."),
+        Mistake("one Add & Norm for the whole block", _EncoderOneAddNorm,
+                "every sublayer has its own residual connection and norm — two Add & Norms in an encoder block; "
+                "yours wraps attention and FFN together in one.",
+                "x = self.attn_residual(x, attention); then x = self.ffn_residual(x, self.ffn)."),
         Mistake("FFN before self-attention", _encoder_with(residual, ffn_first=True),
-                "the encoder block attends first, then applies the FFN to every position."),
+                "the encoder block attends first, then applies the FFN to every position; yours does it the other "
+                "way round.",
+                "the attention's Residual first, then the FFN's."),
     ],
     forbidden=BLOCK_LIBRARY,
     allowed=BUILDING_BLOCKS,
@@ -152,16 +188,19 @@ def _decoder_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(x, memory, tfm_ref.causal_mask(dims["T"]), _padding(gen, dims["B"], dims["S"]))
 
 
-def _decoder_with(connect, *, causal: bool = True, source_mask: bool = True, cross_to_x: bool = False,
-                  norm_memory: bool = False, ffn_before_cross: bool = False) -> type:
+def _decoder_with(connect, *, causal: bool = True, source_mask: bool = True, inverted_source_mask: bool = False,
+                  cross_to_x: bool = False, norm_memory: bool = False, ffn_before_cross: bool = False,
+                  queries_from_input: bool = False) -> type:
     """A tfm_ref.DecoderBlock wired with ``connect`` and one change."""
     def forward(self, x, memory=None, self_mask=None, cross_mask=None):
         first = self.self_residual.norm_first
         norm = self.cross_residual.norm
+        block_input = x
 
         def cross(h):
             context = h if cross_to_x else (norm(memory) if norm_memory and first else memory)
-            return self.cross_attn(h, context, mask=cross_mask if source_mask else None)
+            queries = block_input if queries_from_input else h
+            return self.cross_attn(queries, context, mask=_passed_on(cross_mask, source_mask, inverted_source_mask))
 
         steps = [(lambda h: self.self_attn(h, mask=self_mask if causal else None), self.self_residual.norm),
                  (cross, norm), (self.ffn, self.ffn_residual.norm)]
@@ -194,17 +233,31 @@ DECODER_BLOCK = Exercise(
     ],
     mistakes=[
         Mistake("causal mask ignored in self-attention", _decoder_with(residual, causal=False),
-                "the decoder's self-attention must not see later target positions: pass self_mask to it."),
+                "the decoder's self-attention must not see later target positions; self_mask does not reach it.",
+                "lambda h: self.self_attn(h, mask=self_mask)."),
         Mistake("source padding mask ignored in cross-attention", _decoder_with(residual, source_mask=False),
-                "cross-attention attends over the source, whose padding must stay masked: pass cross_mask to it."),
+                "cross-attention attends over the source, whose padding must stay masked; cross_mask does not "
+                "reach it.",
+                "lambda h: self.cross_attn(h, memory, mask=cross_mask)."),
+        Mistake("source padding mask inverted in cross-attention", _decoder_with(residual, inverted_source_mask=True),
+                "cross_mask is True at the real source tokens (may attend); inverted, the decoder reads the "
+                "source's padding only.",
+                "pass it as it is: self.cross_attn(h, memory, mask=cross_mask), not mask=~cross_mask."),
         Mistake("cross-attention to the decoder input instead of memory", _decoder_with(residual, cross_to_x=True),
                 "in cross-attention the queries come from the decoder and the keys and values from the encoder's "
-                "output: cross_attn(h, memory, mask=cross_mask)."),
+                "output; yours attends to the decoder's own stream.",
+                "pass memory as the context: self.cross_attn(h, memory, mask=cross_mask)."),
+        Mistake("cross-attention queries from the block's input", _decoder_with(residual, queries_from_input=True),
+                "the queries of cross-attention come from the output of the block's masked self-attention "
+                "sublayer; taken from the block's input, they skip that sublayer.",
+                "chain the residuals: x = self.self_residual(x, …); then x = self.cross_residual(x, lambda h: "
+                "self.cross_attn(h, memory, mask=cross_mask)), using h, the argument the wrapper passes."),
         Mistake("Pre-Norm: memory normalised by the decoder's norm", _decoder_with(residual, norm_memory=True),
-                "the norm applies to the decoder stream only; memory is already normalised by the encoder: "
-                "x + cross_attn(norm(x), memory)."),
+                "the norm applies to the decoder stream only; memory is already normalised by the encoder.",
+                "x + cross_attn(norm(x), memory), with memory as it comes."),
         Mistake("FFN before cross-attention", _decoder_with(residual, ffn_before_cross=True),
-                "the order is masked self-attention, cross-attention, then FFN."),
+                "the order is masked self-attention, cross-attention, then FFN; yours puts the FFN second.",
+                "self_residual, cross_residual, then ffn_residual."),
         _named("post_only", _decoder_with(_res_always_post)),
         _named("pre_from_norm", _decoder_with(_res_from_normalised)),
         _named("norm_inside", _decoder_with(_res_norm_sublayer_only)),
@@ -335,38 +388,36 @@ GREEDY = Exercise(
     ],
     mistakes=[
         Mistake("no early stop", _greedy_variant(stop=False),
-                "stop as soon as every sequence has produced eos_id: the output is then shorter than max_len."),
+                "decoding must stop as soon as every sequence has produced eos_id; yours always runs max_len steps.",
+                "after each step: if finished.all(): break."),
         Mistake("finished sequences not padded with EOS", _greedy_variant(pad=False),
-                "once a sequence has produced eos_id, every later token of it must be eos_id (keep a `finished` "
-                "flag per row and use torch.where), even while other rows go on."),
+                "once a sequence has produced eos_id, every later token of it must be eos_id, even while other "
+                "rows go on; yours keeps generating after the end.",
+                "keep a (B,) `finished` flag: next_token = torch.where(finished, eos_id, next_token), then "
+                "finished |= next_token == eos_id."),
         Mistake("output keeps the BOS", _greedy_variant(keep_bos=True),
-                "return the generated tokens only, without the leading bos_id: out[:, 1:]."),
+                "the result holds the generated tokens only; yours starts with the bos_id it was fed.",
+                "return out[:, 1:]."),
         Mistake("decoding not started from BOS", _greedy_variant(start=PAD),
-                "the first decoder input is bos_id, the start token the model was trained with."),
+                "the first decoder input is bos_id, the start token the model was trained with.",
+                "out = torch.full((B, 1), bos_id)."),
         Mistake("source padding mask not used", _greedy_variant(use_mask=False),
-                "neither the encoder nor the cross-attention may look at source padding: pass src_mask to "
-                "model.encode(src, src_mask) and to model.decode(..., src_mask, cache) at every step."),
+                "neither the encoder nor the cross-attention may look at source padding; yours does.",
+                "pass src_mask to model.encode(src, src_mask) and to model.decode(..., src_mask, cache) at every "
+                "step."),
         Mistake("whole prefix fed while using the cache", _greedy_variant(whole_prefix=True),
-                "with a KV cache the earlier tokens are already stored: feed only the newest token, out[:, -1:]."),
+                "with a KV cache the earlier tokens are already stored; feeding them again stores them twice.",
+                "feed only the newest token: model.decode(out[:, -1:], memory, src_mask, cache)."),
         Mistake("argmax of the first position", _greedy_variant(no_cache_first_position=True),
-                "the logits are (B, t, V); the next token is predicted at the last position: logits[:, -1]."),
+                "the logits are (B, t, V) and the next token is predicted at the last position; you took the "
+                "first.",
+                "logits[:, -1].argmax(dim=-1)."),
     ],
     allowed=MODEL_METHODS,
 )
 
 
 # --------------------------------------------------------------------------- 4. the 2017 learning-rate schedule
-
-def noam_lr(step: int, d_model: int, warmup: int) -> float:
-    """d_model^−0.5 · min(step^−0.5, step · warmup^−1.5): linear warmup, then decay as 1/√step.
-
-    Raises:
-        ValueError: step < 1 (the paper counts steps from 1).
-    """
-    if step < 1:
-        raise ValueError(f"step counts from 1, got {step}")
-    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-
 
 def _schedule(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(dims["step"], dims["D"], dims["W"])
@@ -392,7 +443,6 @@ NOAM = Exercise(
     name="noam_lr",
     key="noam",
     reference=noam_lr,
-    forbidden=(noam_lr,),  # written here, not in tfm_ref, so not forbidden by default
     inputs=_schedule,
     arg_names=("step", "d_model", "warmup"),
     shapes=[dict(step=1, D=4, W=2), dict(step=100, D=512, W=4000)],
@@ -406,14 +456,19 @@ NOAM = Exercise(
     ],
     mistakes=[
         Mistake("warmup^−0.5 instead of warmup^−1.5", _noam_warmup_root,
-                "the warmup line is step · warmup^−1.5, so that both arguments of the min meet at step = warmup."),
+                "the warmup line must meet the decay step^−0.5 exactly at step = warmup; with warmup^−0.5 it does "
+                "not.",
+                "step * warmup ** -1.5."),
         Mistake("max instead of min", _noam_max,
-                "the schedule is the smaller of the two: the warmup line step·warmup^−1.5 while step < warmup, "
-                "then the decay step^−0.5."),
+                "the schedule is the smaller of the two terms: the warmup line while step < warmup, then the "
+                "decay; the larger one never warms up.",
+                "min(step ** -0.5, step * warmup ** -1.5)."),
         Mistake("missing d_model^−0.5", _noam_no_width,
-                "the whole schedule is scaled by d_model^−0.5 (smaller steps for wider models)."),
+                "the whole schedule is scaled by d_model^−0.5 (smaller steps for wider models); yours is not.",
+                "multiply by d_model ** -0.5."),
         Mistake("d_model^0.5 instead of d_model^−0.5", _noam_width_up,
-                "the width factor is d_model ** -0.5 (a negative exponent)."),
+                "the width factor shrinks the rate for wider models: its exponent is negative.",
+                "d_model ** -0.5, not d_model ** 0.5."),
     ],
 )
 
@@ -422,17 +477,6 @@ NOAM = Exercise(
 
 LOSS_LIBRARY = (F.cross_entropy, F.nll_loss, nn.CrossEntropyLoss, nn.NLLLoss, F.kl_div, nn.KLDivLoss,
                 F.binary_cross_entropy)
-
-
-def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smoothing: float = 0.1,
-                                 ignore_index: int = PAD) -> torch.Tensor:
-    """Mean over the non-ignored positions of the cross-entropy against (1 − ε)·one-hot + ε/V,
-    as ``F.cross_entropy(..., label_smoothing=ε, ignore_index=...)`` computes it.
-
-    Shapes: logits (B, T, V), target (B, T) ids → a scalar.
-    """
-    return F.cross_entropy(logits.flatten(0, -2), target.flatten(), ignore_index=ignore_index,
-                           label_smoothing=smoothing)  # (B·T, V) and (B·T,)
 
 
 def _loss_inputs(gen: torch.Generator, dims, dtype: torch.dtype, smoothing: float = 0.1) -> Call:
@@ -503,21 +547,130 @@ LABEL_SMOOTHING = Exercise(
     ],
     mistakes=[
         Mistake("ε/(V−1) on the other classes", _loss_wrong_off_value,
-                "in this course (and in PyTorch's label_smoothing) the target is (1 − ε)·one-hot + ε/V on every "
-                "class, the correct one included: the correct class gets 1 − ε + ε/V."),
+                "in this course (and in PyTorch's label_smoothing) ε/V goes to every class, the correct one "
+                "included; you spread ε over the V − 1 others.",
+                "q = (1 − ε)·one-hot + ε/V: the correct class gets 1 − ε + ε/V."),
         Mistake("padding positions counted", _loss_padding_counted,
-                "positions whose target is ignore_index (padding) add nothing: average over the real positions only."),
+                "positions whose target is ignore_index (padding) add nothing to the loss; yours count them.",
+                "real = target != ignore_index; average the loss over the real positions only."),
         Mistake("averaged over all positions, padding included", _loss_mean_over_all,
-                "divide by the number of real (non-ignored) positions, not by B·T."),
+                "the mean is over the real positions; dividing by B·T counts the padding in the denominator.",
+                "(loss * real).sum() / real.sum()."),
         Mistake("summed instead of averaged", _loss_sum,
-                "return the mean over the real positions (F.cross_entropy's default reduction)."),
+                "the loss is the mean over the real positions (F.cross_entropy's default reduction), not the sum.",
+                "divide the sum by real.sum()."),
         Mistake("smoothing ignored", _loss_no_smoothing,
-                "use the `smoothing` argument ε: the target puts 1 − ε + ε/V on the correct class and ε/V elsewhere."),
+                "the `smoothing` argument ε is not used: your target is the plain one-hot.",
+                "the target puts 1 − ε + ε/V on the correct class and ε/V elsewhere: "
+                "(1 − ε)·(−log p_y) + ε·mean_v(−log p_v)."),
         Mistake("log of softmax instead of log_softmax", _loss_log_of_softmax,
                 "softmax underflows to 0 for very unlikely classes and log(0) = −inf, which smoothing multiplies "
-                "by ε/V > 0; use logits.log_softmax(-1) (x − logsumexp(x)), which stays finite."),
+                "by ε/V > 0.",
+                "logits.log_softmax(dim=-1) (x − logsumexp(x)) stays finite."),
     ],
     forbidden=LOSS_LIBRARY,
 )
 
-EXERCISES = (ENCODER_BLOCK, DECODER_BLOCK, GREEDY, NOAM, LABEL_SMOOTHING)
+# --------------------------------------------------------------------------- 6. one step of beam search
+
+def beam_step_reference(scores: torch.Tensor, log_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step of beam search: the K most likely one-token extensions of K hypotheses (the step
+    inside `tfm_ref.beam_search`).
+
+    Args:
+        scores: (B, K) log-probability of each hypothesis so far (−inf for a slot not in use).
+        log_probs: (B, K, V) log-probability of every next token after each hypothesis.
+    Returns:
+        the new scores (B, K), best first; the hypothesis each one extends, ``parent`` (B, K) in
+        0 … K − 1; and the token it appends, ``token`` (B, K).
+    """
+    batch, k, vocab = log_probs.shape
+    candidates = (scores[:, :, None] + log_probs).reshape(batch, k * vocab)  # (B, K·V): hypothesis-major
+    best, index = candidates.topk(k, dim=-1)  # (B, K) each, best first
+    return best, index // vocab, index % vocab
+
+
+def _beam_inputs(first_step: bool = False, finished: bool = False):
+    """Running scores (B, K) and next-token log-probabilities (B, K, V). ``first_step``: only hypothesis
+    0 is live (the others are −inf); ``finished``: hypothesis 0 has ended, so only <eos> may follow, at no cost."""
+    def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+        # Close scores and flat distributions: the K best often include two tokens after one hypothesis.
+        scores = -torch.rand(dims["B"], dims["K"], generator=gen).to(dtype)  # (B, K)
+        log_probs = randn(gen, dims["B"], dims["K"], dims["V"], dtype=dtype).log_softmax(dim=-1)  # (B, K, V)
+        if first_step:
+            scores[:, 1:] = float("-inf")
+        if finished:
+            eos = int(torch.randint(0, dims["V"], (1,), generator=gen))  # any token id may be <eos>
+            log_probs[:, 0] = float("-inf")
+            log_probs[:, 0, eos] = 0.0
+        return Call(scores, log_probs)
+    return inputs
+
+
+def _beam_each_own_best(scores, log_probs):
+    best, token = log_probs.max(dim=-1)  # (B, K): every hypothesis extended by its own best token only
+    new, parent = (scores + best).sort(dim=-1, descending=True)
+    return new, parent, token.gather(1, parent)
+
+
+def _beam_step_only(scores, log_probs):
+    return beam_step_reference(torch.zeros_like(scores), log_probs)
+
+
+def _beam_multiplied(scores, log_probs):
+    batch, k, vocab = log_probs.shape
+    best, index = (scores[:, :, None] * log_probs).reshape(batch, k * vocab).topk(k, dim=-1)
+    return best, index // vocab, index % vocab
+
+
+def _beam_index_transposed(scores, log_probs):
+    best, parent, token = beam_step_reference(scores, log_probs)
+    index = parent * log_probs.shape[-1] + token  # the flat index, read as if it were token-major
+    return best, index % log_probs.shape[1], index // log_probs.shape[1]
+
+
+def _beam_lowest(scores, log_probs):
+    batch, k, vocab = log_probs.shape
+    best, index = (scores[:, :, None] + log_probs).reshape(batch, k * vocab).topk(k, dim=-1, largest=False)
+    return best, index // vocab, index % vocab
+
+
+BEAM_STEP = Exercise(
+    output_names=("scores", "parents", "tokens"),
+    name="beam_step",
+    reference=beam_step_reference,
+    inputs=_beam_inputs(),
+    arg_names=("scores", "log_probs"),
+    shapes=[dict(B=1, K=2, V=3), dict(B=2, K=2, V=4), dict(B=2, K=3, V=7)],
+    visible=[Case("3 hypotheses per source, 7 tokens")],
+    hidden=[
+        Case("random sizes", dims=random_dims(B=(1, 4), K=(1, 5), V=(5, 12))),
+        Case("the first step: only hypothesis 0 is live", inputs=_beam_inputs(first_step=True)),
+        Case("a finished hypothesis: only <eos>, at no cost", dims=dict(B=3, K=4, V=9), inputs=_beam_inputs(finished=True)),
+        Case("beam size 1 (greedy)", dims=dict(B=3, K=1, V=6)),
+        Case("float64", dtype=torch.float64),
+    ],
+    mistakes=[
+        Mistake("each hypothesis extended by its own best token only", _beam_each_own_best,
+                "that is K greedy searches side by side: the K best extensions may all come from one hypothesis, "
+                "so the K·V candidates must compete together.",
+                "add scores[:, :, None] to log_probs, flatten the last two axes to (B, K·V), and take topk(K)."),
+        Mistake("running score not added", _beam_step_only,
+                "a hypothesis is ranked by the log-probability of the whole sequence, its score so far plus the "
+                "new token's; yours ranks the new token alone.",
+                "candidates = scores[:, :, None] + log_probs, (B, K, V)."),
+        Mistake("log-probabilities multiplied instead of added", _beam_multiplied,
+                "probabilities multiply, so log-probabilities add: log(p·q) = log p + log q.",
+                "scores[:, :, None] + log_probs, not scores[:, :, None] * log_probs."),
+        Mistake("flat index decoded as (token, hypothesis)", _beam_index_transposed,
+                "flattening (B, K, V) puts hypothesis k's candidates at k·V … k·V + V − 1, so the flat index is "
+                "hypothesis-major; you read it the other way round.",
+                "parent = index // V, token = index % V (V = log_probs.shape[-1])."),
+        Mistake("the K lowest scores kept", _beam_lowest,
+                "a higher log-probability is a likelier sequence; you kept the least likely candidates.",
+                "topk(K) keeps the largest (largest=True is its default; argsort sorts ascending)."),
+    ],
+    forbidden=(beam_step_reference,),
+)
+
+EXERCISES = (ENCODER_BLOCK, DECODER_BLOCK, GREEDY, NOAM, LABEL_SMOOTHING, BEAM_STEP)

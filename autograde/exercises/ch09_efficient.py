@@ -118,29 +118,36 @@ ONLINE_SOFTMAX = Exercise(
     mistakes=[
         Mistake("running sum not rescaled when the maximum changes", _online_variant(rescale_total=False),
                 "every term already in the running sum ℓ is exp(x − m_old); when a block raises the maximum to "
-                "m_new, multiply ℓ by exp(m_old − m_new) before adding the block's exp(x − m_new)."),
+                "m_new, those terms must be re-expressed relative to m_new.",
+                "ℓ = ℓ · exp(m_old − m_new) + Σ exp(x_blk − m_new)."),
         Mistake("blocks normalised with the statistics so far", _online_variant(per_block=True),
                 "a block's outputs cannot be written while the pass is running: later blocks change both the "
-                "maximum and the sum. Finish the pass first, then return exp(x − m) / ℓ with the final m and ℓ."),
+                "maximum and the sum.",
+                "finish the pass first, then return exp(x − m) / ℓ with the final m and ℓ."),
         Mistake("last, shorter block skipped", _online_variant(drop_partial=True),
-                "when block_size does not divide the length the last block is shorter; it still counts. Loop "
-                "over range(0, N, block_size) and slice [start:start + block_size]."),
+                "when block_size does not divide the length the last block is shorter, and it still counts.",
+                "loop over range(0, N, block_size) and slice [start:start + block_size]."),
         Mistake("blocks taken along the last axis (dim ignored)", _online_variant(last_axis=True),
-                "use the `dim` argument: x.movedim(dim, -1) puts that axis last, and .movedim(-1, dim) puts it back."),
+                "the softmax runs along `dim`; yours always runs along the last axis.",
+                "x.movedim(dim, -1) puts that axis last, and .movedim(-1, dim) puts it back."),
         Mistake("exp without subtracting the running maximum", _online_variant(subtract_max=False),
-                "exp(x) overflows to inf for large logits (exp(1000) = inf, and inf/inf = NaN); every exponent "
-                "must be taken relative to the running maximum m, so that it is ≤ 0."),
+                "exp(x) overflows to inf for large logits (exp(1000) = inf, and inf/inf = NaN).",
+                "take every exponent relative to the running maximum m, so that it is ≤ 0: exp(x_blk − m_new)."),
         Mistake("the block's maximum instead of the running maximum", _online_variant(running_max=False),
-                "m_new = max(m_old, max(block)): the running maximum never goes down. With the block's own "
-                "maximum, a later block of smaller (or all −inf) values makes exp(m_old − m_new) > 1: the sum is "
-                "then taken relative to the wrong maximum, and overflows for large logits."),
+                "the running maximum never goes down; with the block's own maximum, a later block of smaller (or "
+                "all −inf) values makes exp(m_old − m_new) > 1, the sum is taken relative to the wrong maximum, "
+                "and it overflows for large logits.",
+                "m_new = torch.maximum(m_old, block.amax(dim=-1, keepdim=True))."),
         Mistake("NaN for −inf entries (masked scores)", _online_variant(safe=False),
-                "while a row has seen only −inf, its maximum is −inf and exp(−inf − (−inf)) is NaN. Subtract 0 "
-                "instead of a non-finite maximum, and divide by 1 where the sum is 0: an all −inf row gives zeros."),
+                "while a row has seen only −inf, its maximum is −inf and exp(−inf − (−inf)) is NaN; an all −inf "
+                "row must give zeros.",
+                "subtract torch.where(torch.isfinite(m), m, torch.zeros_like(m)) instead of m, and divide by 1 "
+                "where ℓ is 0."),
         # Last: its output is NaN throughout, which other mistakes also give on some inputs.
         Mistake("running sum rescaled by exp(m_new − m_old)", _online_variant(inverted=True),
-                "the factor is exp(m_old − m_new) ≤ 1: the old terms were relative to a smaller maximum and must "
-                "shrink. (With m starting at −inf, exp(m_new − m_old) is inf and 0 · inf is NaN.)"),
+                "the old terms were relative to a smaller maximum and must shrink, so the factor is ≤ 1; yours "
+                "grows. (With m starting at −inf, exp(m_new − m_old) is inf and 0 · inf is NaN.)",
+                "the factor is exp(m_old − m_new)."),
     ],
     forbidden=EFFICIENT_LIBRARY,
 )
@@ -238,39 +245,46 @@ TILED_ATTENTION = Exercise(
     ],
     mistakes=[
         Mistake("running sum not rescaled when the maximum changes", _tiled_variant(rescale_total=False),
-                "ℓ holds exp(s − m_old) terms; when a key tile raises a row's maximum, multiply ℓ by "
-                "exp(m_old − m_new) before adding the tile's sum, exactly as the output accumulator."),
+                "ℓ holds exp(s − m_old) terms; when a key tile raises a row's maximum they must be re-expressed "
+                "relative to the new maximum, exactly as the output accumulator is.",
+                "ℓ = ℓ · exp(m_old − m_new) + the tile's Σ exp(s − m_new)."),
         Mistake("output accumulator not rescaled when the maximum changes", _tiled_variant(rescale_out=False),
-                "the un-normalised output o = Σ exp(s − m) v was built relative to the old maximum: multiply it "
-                "by exp(m_old − m_new), the same factor as ℓ, before adding exp(s − m_new) @ v_tile."),
+                "the un-normalised output o = Σ exp(s − m) v was built relative to the old maximum; when the "
+                "maximum grows it must shrink by the same factor as ℓ.",
+                "o = o · exp(m_old − m_new) + exp(s − m_new) @ v_tile."),
         Mistake("divided by the running sum at every tile", _tiled_variant(divide_inside=True),
-                "keep o un-normalised while the key tiles stream past and divide by ℓ once, after the last key "
-                "tile: the sum so far is not the final normaliser."),
+                "the sum so far is not the final normaliser: later key tiles still add to it.",
+                "keep o un-normalised while the key tiles stream past, and divide by ℓ once, after the last one."),
         Mistake("last, shorter tiles skipped", _tiled_variant(drop_partial=True),
-                "when the tile size does not divide T or S the last tile is shorter; it still counts. Loop over "
-                "range(0, n, tile) and slice [start:start + tile] (slicing past the end is fine)."),
+                "when the tile size does not divide T or S the last tile is shorter, and it still counts.",
+                "loop over range(0, n, tile) and slice [start:start + tile] (slicing past the end is fine)."),
         Mistake("key tiles one short (off by one at the tile edges)", _tiled_variant(short_key_tiles=True),
-                "a tile starting at j holds keys j … j + k_tile − 1: slice k[..., j:j + k_tile, :] (the end is "
-                "exclusive), and the same for v and the mask."),
+                "a tile starting at j holds keys j … j + k_tile − 1; yours stops one key early, so a key between "
+                "tiles is never seen.",
+                "slice k[..., j:j + k_tile, :] (the end is exclusive), and the same for v and the mask."),
         Mistake("mask ignored", _tiled_variant(use_mask=False),
-                "fill the masked scores of every tile with -inf: mask[..., i:i + q_tile, j:j + k_tile] is the "
-                "tile of the mask, after mask.expand(…, T, S) so that broadcast dimensions can be sliced."),
+                "the mask is not applied to the tiles' scores, so masked keys still get weight.",
+                "fill the masked scores of every tile with -inf: mask[..., i:i + q_tile, j:j + k_tile], after "
+                "mask.expand(…, T, S) so that broadcast dimensions can be sliced."),
         Mistake("exp without subtracting the running maximum", _tiled_variant(subtract_max=False),
-                "exp(s) overflows to inf for large scores; take every exponent relative to the row's running "
-                "maximum m (and rescale what was accumulated when m grows)."),
+                "exp(s) overflows to inf for large scores.",
+                "take every exponent relative to the row's running maximum m (and rescale what was accumulated "
+                "when m grows)."),
         Mistake("NaN for a row with no visible key yet", _tiled_variant(safe=False),
-                "while every key a row has seen is masked, its maximum is −inf and exp(−inf − (−inf)) is NaN. "
-                "Subtract 0 instead of a non-finite maximum, and divide by 1 where ℓ is 0: a fully masked "
-                "query then gets a zero output."),
+                "while every key a row has seen is masked, its maximum is −inf and exp(−inf − (−inf)) is NaN; a "
+                "fully masked query must get a zero output.",
+                "subtract 0 instead of a non-finite maximum, and divide by 1 where ℓ is 0."),
         Mistake("masked scores set to a large negative number", _tiled_variant(fill=-1e9),
-                "with -1e9 a query whose keys are all masked averages every value instead of giving zeros; "
-                "use -inf and treat a row with no finite score as exp(·) = 0."),
+                "with -1e9 a query whose keys are all masked averages every value instead of giving zeros.",
+                "fill with -inf, and treat a row with no finite score as exp(·) = 0."),
         Mistake("missing scaling", _tiled_variant(scaled=False),
-                "the scores are q kᵀ / √d_k, with d_k = q.shape[-1], in every tile."),
+                "the scores of every tile must be divided by √d_k; yours are not.",
+                "scores = q_tile @ k_tile.transpose(-2, -1) / math.sqrt(q.shape[-1])."),
         # Last: its output is NaN throughout, which other mistakes also give on some inputs.
         Mistake("rescaled by exp(m_new − m_old)", _tiled_variant(inverted=True),
-                "the factor is exp(m_old − m_new) ≤ 1: what was accumulated relative to a smaller maximum shrinks. "
-                "(With m starting at −inf, exp(m_new − m_old) is inf and 0 · inf is NaN.)"),
+                "what was accumulated relative to a smaller maximum must shrink, so the factor is ≤ 1; yours "
+                "grows. (With m starting at −inf, exp(m_new − m_old) is inf and 0 · inf is NaN.)",
+                "the factor is exp(m_old − m_new)."),
     ],
     forbidden=EFFICIENT_LIBRARY,
 )
@@ -313,6 +327,7 @@ def _cache_variant(*, prepend: bool = False, causal: str = "end", update: bool =
 
 
 CACHED_ATTENTION = Exercise(
+    output_names=("output", "returned k_cache", "returned v_cache"),
     name="cached_attention",
     reference=tfm_ref.cached_attention,
     inputs=_cache_inputs,
@@ -334,32 +349,37 @@ CACHED_ATTENTION = Exercise(
     ],
     mistakes=[
         Mistake("new keys and values put in front of the cache", _cache_variant(prepend=True),
-                "the cache holds positions 0 … S − 1 in order and the new ones come after them: "
+                "the cache holds positions 0 … S − 1 in order and the new ones come after them; yours puts them "
+                "first.",
                 "torch.cat([k_cache, k], dim=-2), not [k, k_cache]."),
         Mistake("causal mask aligned to the start", _cache_variant(causal="start"),
-                "the T new queries are the *last* T of the S + T positions: query i may see keys 0 … S + i. "
-                "A (T, S + T) mask built as ones(...).tril() lets query 0 see key 0 only; use tril(diagonal=S) "
-                "(the end-aligned mask of chapter 3)."),
+                "the T new queries are the *last* T of the S + T positions, so query i may see keys 0 … S + i; a "
+                "(T, S + T) mask built as ones(...).tril() lets query 0 see key 0 only.",
+                "tril(diagonal=S), the end-aligned causal mask of chapter 3."),
         Mistake("no causal mask among the new positions", _cache_variant(causal="none"),
-                "with more than one new position, new query i must not see the new positions after it: "
+                "with more than one new position, new query i must not see the new positions after it.",
                 "mask with the (T, S + T) causal mask aligned to the end, tril(diagonal=S)."),
         Mistake("a new position does not attend to itself", _cache_variant(causal="strict"),
-                "query i sees keys 0 … S + i, its own key included (tril(diagonal=S), not diagonal=S − 1); the "
-                "first token of a sequence sees only itself."),
+                "query i sees keys 0 … S + i, its own key included; the first token of a sequence sees only "
+                "itself.",
+                "tril(diagonal=S), not diagonal=S − 1."),
         Mistake("earlier positions ignored (only the new keys attended)", _cache_variant(use_cache=False),
-                "attend over the whole cache after appending: the cached positions' keys and values followed by "
-                "the new ones, (B, G, S + T, Dh)."),
+                "the new queries attend over the whole sequence so far, not over the new positions alone.",
+                "attend over the cache after appending: (B, G, S + T, Dh), the cached keys and values followed by "
+                "the new ones."),
         Mistake("cache returned without the new positions", _cache_variant(update=False),
-                "return the cache after appending, (B, G, S + T, Dh): the next step needs this step's keys and values."),
+                "the next step needs this step's keys and values; the cache you return lacks them.",
+                "return the cache after appending, (B, G, S + T, Dh)."),
         Mistake("cache stores the repeated heads", _cache_variant(store_repeated=True),
-                "keep G key/value heads in the cache and repeat them to H only for attending: storing H heads "
-                "throws away GQA's memory saving (the cache would be H/G times larger)."),
-        Mistake("wrong K/V head grouping: repeat instead of repeat_interleave", _cache_variant(tile_heads=True),
-                "query head i uses key/value head i // (H/G): repeat_kv(x, H // G), or "
-                "x.repeat_interleave(H // G, dim=1) — not x.repeat(1, H // G, 1, 1), which pairs head i with i % G."),
+                "storing H heads throws away GQA's memory saving (the cache would be H/G times larger).",
+                "keep G key/value heads in the cache, and repeat them to H only for attending."),
+        Mistake("wrong K/V head grouping: heads tiled", _cache_variant(tile_heads=True),
+                "query head i uses key/value head i // (H/G); yours come out tiled, pairing head i with i % G.",
+                "repeat_kv(x, H // G) (or x.repeat_interleave(H // G, dim=1)), not x.repeat(1, H // G, 1, 1)."),
     ],
     forbidden=EFFICIENT_LIBRARY,
     allowed=(tfm_ref.repeat_kv,),
+    uses=(TILED_ATTENTION,),
 )
 
 EXERCISES = (ONLINE_SOFTMAX, TILED_ATTENTION, CACHED_ATTENTION)
