@@ -4,8 +4,10 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+APT_INSTALL = $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q
 
-.PHONY: setup sysdeps release book book-strict test clean
+.PHONY: setup sysdeps fonts release book book-strict test clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,23 +18,41 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
-# Browser tests need Chromium and its driver; the grading sandbox needs bubblewrap.
+# Browser tests need Chromium and its driver; the grading sandbox needs bubblewrap; the gradebook test a
+# PostgreSQL server (Debian keeps pg_ctl off the PATH, in /usr/lib/postgresql/<version>/bin); the JupyterHub
+# test Node's npm, for the hub's proxy.
 sysdeps:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v bwrap >/dev/null || \
-	  { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	    $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver bubblewrap; }
+	  { $(APT_INSTALL) chromium chromium-driver bubblewrap; }
+	@command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { $(APT_INSTALL) postgresql; }
+	@command -v npm >/dev/null || { $(APT_INSTALL) nodejs npm; }
+
+# JupyterHub's proxy, an npm package, installed into the venv: its bin/ is on the hub's PATH.
+PROXY := $(BIN)/configurable-http-proxy
+$(PROXY): | $(STAMP) sysdeps
+	npm install --global --quiet --prefix $(VENV) configurable-http-proxy@4.6.3
+
+# Chinese text in the book's figures needs a CJK font: book/matplotlibrc names Noto Sans CJK SC, from
+# Debian's fonts-noto-cjk. Matplotlib keeps a cached list of the system's fonts: drop it after installing.
+CJK_FONT_FOUND = $(BIN)/python -c "import sys; from matplotlib import font_manager as fm; \
+	sys.exit(all(font.name != 'Noto Sans CJK SC' for font in fm.fontManager.ttflist))"
+fonts: setup
+	@$(CJK_FONT_FOUND) || { \
+	  { dpkg -s fonts-noto-cjk >/dev/null 2>&1 || { $(APT_INSTALL) fonts-noto-cjk; }; } && \
+	  rm -f "$$($(BIN)/python -c 'import matplotlib; print(matplotlib.get_cachedir())')"/fontlist-*.json && \
+	  $(CJK_FONT_FOUND); }
 
 # The chapters link to the student notebooks, so they are generated first.
 release: setup
 	$(BIN)/python -m autograde release
 
-book: release
+book: release fonts
 	$(BIN)/jupyter-book build .
 
-book-strict: release
+book-strict: release fonts
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
-test: setup sysdeps book-strict
+test: setup sysdeps $(PROXY) book-strict
 	$(BIN)/python -m pytest -q
 
 clean:

@@ -5,6 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .course import default_root
+
 
 def _positive(kind: type):
     def parse(text: str):
@@ -22,15 +24,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograde", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    rel = commands.add_parser("release", help="generate release/<id>/<id>.ipynb from solutions/<id>/<id>.md")
-    rel.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
-    rel.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite gradebook.db at the course root)")
+    course = argparse.ArgumentParser(add_help=False)
+    course.add_argument("--root", type=Path, help="the course root (default: the one your nbgrader config names, "
+                        "as on the course's JupyterHub, else this repository)")
+    course.add_argument("--db", help="gradebook SQLAlchemy URL (default: the nbgrader config's, else gradebook.db "
+                        "at the course root)")
 
-    grd = commands.add_parser("grade", help="grade SUBMISSIONS/<student>/<assignment>/<assignment>.ipynb (folder or .zip)")
+    rel = commands.add_parser("release", parents=[course],
+                              help="generate release/<id>/<id>.ipynb from solutions/<id>/<id>.md")
+    rel.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
+
+    grd = commands.add_parser("grade", parents=[course],
+                              help="grade SUBMISSIONS/<student>/<assignment>/<assignment>.ipynb (folder or .zip)")
     grd.add_argument("submissions", type=Path)
-    grd.add_argument("--out", type=Path, required=True, help="writes OUT/grades.csv and OUT/feedback/")
+    grd.add_argument("--out", type=Path, help="writes OUT/grades.csv, OUT/autograded/ and OUT/feedback/ "
+                     "(default: the course root, where formgrader and nbgrader release_feedback look)")
     grd.add_argument("--jobs", type=_positive(int), default=1, help="notebooks graded in parallel (one core each)")
-    grd.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite gradebook.db at the course root)")
     grd.add_argument("--cell-timeout", type=_positive(float), default=30.0, help="seconds a cell may run")
     grd.add_argument("--memory-mb", type=_positive(int), default=2048, help="memory a notebook may allocate")
     grd.add_argument("--processes", type=_positive(int), default=64, help="processes a notebook may run at once")
@@ -45,11 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     aud.add_argument("notebooks", nargs="+", type=Path)
 
     args = parser.parse_args(argv)
+    if args.command in ("release", "grade"):
+        args.root = (args.root or default_root()).resolve()
     try:
         if args.command == "release":
             from .release import release
 
-            for path in release(args.assignments or None, args.db):
+            for path in release(args.assignments or None, args.db, args.root):
                 print(path)
         elif args.command == "grade":
             from .grade import grade
@@ -57,10 +68,11 @@ def main(argv: list[str] | None = None) -> int:
 
             limits = Limits(cell_timeout=args.cell_timeout, memory_mb=args.memory_mb, processes=args.processes,
                             tmp_mb=args.tmp_mb, notebook_mb=args.max_notebook_mb)
-            rows = grade(args.submissions, args.out, jobs=args.jobs, db_url=args.db, limits=limits)
+            out = args.out or args.root
+            rows = grade(args.submissions, out, jobs=args.jobs, db_url=args.db, limits=limits, root=args.root)
             flagged = sum(1 for r in rows if r["flags"])
-            print(f"graded {len(rows)} notebooks ({flagged} flagged: look at them) → {args.out / 'grades.csv'}, "
-                  f"feedback in {args.out / 'feedback'}")
+            print(f"graded {len(rows)} notebooks ({flagged} flagged: look at them) → {out / 'grades.csv'}, "
+                  f"{out / 'autograded'}, feedback in {out / 'feedback'}")
         elif args.command == "bench":
             from .bench import bench
 

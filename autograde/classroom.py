@@ -1,19 +1,33 @@
-"""Generated classes of submissions, for the benchmark and the end-to-end tests.
+"""Generated courses and classes of submissions, for the benchmark and the end-to-end tests.
 
-A "solved" notebook is the released one with every solution cell replaced by the instructor's
-solution (markers removed); an "untouched" one is the released notebook as handed out.
+A course of its own (`make_course`) is a folder with the repository's assignment sources and
+nbgrader config, where releasing and grading write nothing into the repository. A "solved"
+notebook is the released one with every solution cell replaced by the instructor's solution
+(markers removed); an "untouched" one is the released notebook as handed out.
 """
 from __future__ import annotations
 
 import copy
+import shutil
 from pathlib import Path
 
 import nbformat
 
-from .course import ROOT, released_notebook
+from .course import CONFIG_NAME, ROOT, SOLUTIONS, released_notebook
 from .release import source_notebook
 
-__all__ = ["solved_notebook", "untouched_notebook", "write_submission", "make_class"]
+__all__ = ["make_course", "solved_notebook", "untouched_notebook", "write_submission", "make_class"]
+
+
+def make_course(folder: Path, assignments: list[str]) -> Path:
+    """A course root at ``folder``: ``solutions/<id>/<id>.md`` of ``assignments`` and the course's
+    ``autograde/nbgrader_config.py`` (its course root is where it lies: ``folder``)."""
+    for assignment in assignments:
+        (folder / "solutions" / assignment).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(SOLUTIONS / assignment / f"{assignment}.md", folder / "solutions" / assignment)
+    (folder / "autograde").mkdir(exist_ok=True)
+    shutil.copy2(ROOT / "autograde" / CONFIG_NAME, folder / "autograde" / CONFIG_NAME)
+    return folder
 
 
 def _notebooks(assignment: str, root: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:

@@ -6,6 +6,12 @@ zip member that is one) whose target leaves that student's folder is refused, an
 submission gets the flag ``symlink-outside``; a zip member with an absolute or ``..`` path is
 skipped with the flag ``unsafe-zip-member``; a notebook larger than the limit is not read and
 gets ``notebook-too-large``. Each of these costs only that submission.
+
+Beside the notebook, nbgrader's collect leaves ``timestamp.txt`` (when it was submitted: the
+late-submission policy reads it) and ``submission_secret.txt`` (what ``release_feedback`` files
+the feedback under). Each is read only if it is a small text file in the student's folder; a
+timestamp nbgrader cannot parse is dropped with the flag ``bad-timestamp`` (the submission then
+counts as on time, as one without a timestamp does).
 """
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ class Submission:
     assignment: str
     path: Path | None  # None: no notebook to grade (missing, refused or too large)
     flags: tuple[str, ...] = field(default=())
+    timestamp: str | None = None  # timestamp.txt, as nbgrader wrote it
+    secret: str | None = None  # submission_secret.txt
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -66,7 +74,38 @@ def _submission(folder: Path, assignment_dir: Path, flags: list[str], max_bytes:
         return Submission(student, assignment, None, (*flags, "symlink-outside"))
     if notebook.stat().st_size > max_bytes:
         return Submission(student, assignment, None, (*flags, "notebook-too-large"))
-    return Submission(student, assignment, notebook, tuple(flags))
+    timestamp, secret = (_small_text(assignment_dir / name, folder) for name in ("timestamp.txt", "submission_secret.txt"))
+    if timestamp is not None and not _is_timestamp(timestamp):
+        flags, timestamp = [*flags, "bad-timestamp"], None
+    return Submission(student, assignment, notebook, tuple(flags), timestamp, secret)
+
+
+SMALL_TEXT_BYTES = 256
+
+
+def _small_text(path: Path, folder: Path) -> str | None:
+    """The stripped text of ``path``: a regular file inside ``folder`` of at most
+    ``SMALL_TEXT_BYTES``; "" when it is something else, None when there is none."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    if not _inside(path, folder) or not path.is_file():
+        return ""
+    with path.open("rb") as f:
+        data = f.read(SMALL_TEXT_BYTES + 1)
+    try:
+        return data.decode().strip() if len(data) <= SMALL_TEXT_BYTES else ""
+    except UnicodeDecodeError:
+        return ""
+
+
+def _is_timestamp(text: str) -> bool:
+    from nbgrader.utils import parse_utc
+
+    try:
+        parse_utc(text)
+    except Exception:  # whatever dateutil raises on text a student wrote
+        return False
+    return bool(text)
 
 
 def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: int) -> tuple[Path, dict[str, list[str]]]:

@@ -1,7 +1,8 @@
 """Where things are: the course root, the assignments (found by folder), the nbgrader config.
 
-An assignment is a folder ``solutions/<id>/`` holding ``<id>.md`` (MyST markdown with nbgrader
-metadata). Nothing else registers it.
+A course root holds ``solutions/<id>/<id>.md`` (an assignment: MyST markdown with nbgrader
+metadata; nothing else registers it) and ``autograde/nbgrader_config.py`` (the course's nbgrader
+settings). The repository is one; a test or a deployment may make others.
 """
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ import os
 import sys
 from pathlib import Path
 
+from jupyter_core.paths import jupyter_config_path
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-__all__ = ["ROOT", "SOLUTIONS", "CONFIG_FILE", "assignment_ids", "source_markdown", "released_notebook", "nbgrader_config",
-           "tools_on_path"]
+__all__ = ["ROOT", "SOLUTIONS", "CONFIG_NAME", "assignment_ids", "source_markdown", "released_notebook", "default_root",
+           "nbgrader_config", "tools_on_path"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
-CONFIG_FILE = Path(__file__).resolve().parent / "nbgrader_config.py"
+CONFIG_NAME = "nbgrader_config.py"
 
 
 def assignment_ids(solutions: Path = SOLUTIONS) -> list[str]:
@@ -37,12 +39,39 @@ def released_notebook(assignment: str, root: Path = ROOT) -> Path:
     return root / "release" / assignment / f"{assignment}.ipynb"
 
 
+def _deployment_config() -> Config:
+    """Every nbgrader_config.py on Jupyter's config path, the first path winning, as nbgrader loads them."""
+    config = Config()
+    for folder in reversed(jupyter_config_path()):
+        if os.path.isfile(os.path.join(folder, CONFIG_NAME)):
+            config.merge(PyFileConfigLoader(CONFIG_NAME, path=folder).load_config())
+    return config
+
+
+def default_root() -> Path:
+    """The course root that nbgrader's configuration on Jupyter's config path names (an instructor's, on
+    the course's JupyterHub), else this repository."""
+    return Path(_deployment_config().CourseDirectory.get("root", ROOT)).resolve()
+
+
 def nbgrader_config(db_url: str | None = None, root: Path = ROOT) -> Config:
-    """``autograde/nbgrader_config.py``, with the course root and gradebook URL overridable."""
-    config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config()
+    """The configuration nbgrader's own commands read when run in ``root/autograde``: every
+    nbgrader_config.py on Jupyter's config path (a deployment's course id and exchange, a gradebook
+    URL), then the course's ``root/autograde/nbgrader_config.py``. The course root is ``root``; the
+    gradebook is ``db_url``, else the configured one, else nbgrader's default ``root/gradebook.db``.
+
+    Raises:
+        ValueError: ``root`` has no ``autograde/nbgrader_config.py``.
+    """
+    from nbgrader.coursedir import CourseDirectory
+
+    course_config = root / "autograde" / CONFIG_NAME
+    if not course_config.is_file():
+        raise ValueError(f"{root} is not a course root: it has no autograde/{CONFIG_NAME}")
+    config = _deployment_config()
+    config.merge(PyFileConfigLoader(CONFIG_NAME, path=str(course_config.parent)).load_config())
     config.CourseDirectory.root = str(root)
-    if db_url:
-        config.CourseDirectory.db_url = db_url
+    config.CourseDirectory.db_url = db_url or CourseDirectory(config=config).db_url
     return config
 
 

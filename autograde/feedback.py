@@ -1,58 +1,58 @@
-"""The feedback a student receives: one self-contained HTML page per notebook.
+"""The feedback a student receives: ``feedback/<student>/<assignment>/<assignment>.html``.
 
-It shows what the student saw — the released cells, hidden tests removed — with each test
-cell's score and the check's message (the likely mistake and the smallest failing input).
-Hidden test cells show their released comment line and only the exception message, never
-their source or a traceback into it.
+nbgrader's ``generate_feedback`` makes it from the autograded notebook (`autograde.autograded`)
+and the gradebook, so the page is the one an instructor gets by running that command after
+grading by hand in formgrader: each test cell with its score and the check's message (the likely
+mistake and the smallest failing input), comments and manual scores, the late penalty. The
+course's nbgrader config makes it remove hidden tests: their cells show their comment line and
+the failure message, never their source. Beside the page, the submission's ``timestamp.txt`` and
+``submission_secret.txt``, which ``nbgrader release_feedback`` needs.
 """
 from __future__ import annotations
 
-import html
+import glob
+import os
 from pathlib import Path
 
-import mistune
+from traitlets.config import Config
 
-from .notebook import GradedCell
+from .autograded import nbgrader_log
 
-__all__ = ["feedback_html", "feedback_path", "write_feedback"]
-
-_STYLE = """
-body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222}
-pre{background:#f6f8fa;padding:.6em;overflow-x:auto;border-radius:4px}
-.cell{margin:1em 0}.out{background:#fff;border-left:3px solid #ccc}.err{border-left:3px solid #c33;background:#fff5f5}
-.score{font-weight:bold;float:right}.ok{color:#070}.bad{color:#b00}
-"""
-
-
-def feedback_html(title: str, cells: list[GradedCell], results: list[dict], score: float, max_score: float) -> str:
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             f"<style>{_STYLE}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1><p class='score'>Score: {score:g} / {max_score:g}</p>"]
-    for cell, result in zip(cells, results):
-        if cell.kind == "markdown":
-            parts.append(f"<div class='cell'>{mistune.html(cell.shown)}</div>")
-            continue
-        parts.append("<div class='cell'>")
-        if cell.kind == "test":
-            earned = cell.points if result["status"] == "ok" else 0.0
-            css = "ok" if earned else "bad"
-            parts.append(f"<p class='score {css}'>{earned:g} / {cell.points:g} points</p>")
-        parts.append(f"<pre>{html.escape(cell.shown)}</pre>")
-        if result.get("stdout"):
-            parts.append(f"<pre class='out'>{html.escape(result['stdout'])}</pre>")
-        if result["status"] not in ("ok", "skipped") or (result["status"] == "skipped" and cell.kind == "test"):
-            parts.append(f"<pre class='out err'>{html.escape(result.get('error') or result['status'])}</pre>")
-        parts.append("</div>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+__all__ = ["feedback_path", "generate_feedback"]
 
 
 def feedback_path(out: Path, student_id: str, assignment: str) -> Path:
-    """``OUT/feedback/<student_id>/<assignment>/<assignment>.html``, where nbgrader puts feedback."""
+    """Where nbgrader puts the feedback page of one notebook, under the course root ``out``."""
     return out / "feedback" / student_id / assignment / f"{assignment}.html"
 
 
-def write_feedback(path: Path, *args, **kwargs) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(feedback_html(*args, **kwargs), encoding="utf-8")
-    return path
+def generate_feedback(out: Path, config: Config, graded: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """nbgrader's generate_feedback for each (student, assignment) autograded under ``out``.
+
+    Returns:
+        the pairs nbgrader could not make a page for (it logs why).
+    """
+    from nbgrader.converters import GenerateFeedback, NbGraderException
+    from nbgrader.coursedir import CourseDirectory
+
+    class Graded(GenerateFeedback):
+        """nbgrader's converter, for the notebooks just graded only (not every student's, as
+        ``--student '*'`` would); one exporter serves them all."""
+
+        def init_notebooks(self) -> None:
+            self.notebooks = []
+            self.assignments = {}
+            for student, assignment in graded:
+                folder = self._format_source(assignment, student)
+                if found := glob.glob(os.path.join(glob.escape(folder), "*.ipynb")):
+                    self.assignments[folder] = found
+
+    coursedir = CourseDirectory(config=config, root=str(out))
+    converter = Graded(coursedir=coursedir, config=config, log=nbgrader_log())
+    converter.force = True
+    try:
+        converter.start()
+    except NbGraderException:  # raised after every notebook was tried; the failed ones are logged
+        pass
+    return [(s, a) for s, a in graded if not glob.glob(os.path.join(
+        glob.escape(coursedir.format_path(coursedir.feedback_directory, s, a)), "*.html"))]

@@ -1,16 +1,21 @@
-"""``python -m autograde grade SUBMISSIONS --out OUT``: grade a class.
+"""``python -m autograde grade SUBMISSIONS [--out OUT]``: grade a class, nbgrader's way.
 
-SUBMISSIONS is a folder (or a .zip of one) laid out ``<student_id>/<assignment>/<assignment>.ipynb``
-(`autograde.collection`). Each notebook is graded by one of ``jobs`` trusted slot processes
-(`autograde.pool`, `autograde.slot`): its cells run in a fresh sandboxed runner, its checks in
-the slot. This process then adds the similarity flags (`autograde.similarity`) and writes
+SUBMISSIONS is a folder (or a .zip of one) laid out ``<student_id>/<assignment>/<assignment>.ipynb``,
+as ``nbgrader collect`` leaves ``submitted/`` (`autograde.collection`). Each notebook is graded by
+one of ``jobs`` trusted slot processes (`autograde.pool`, `autograde.slot`): its cells run in a
+fresh sandboxed runner, its checks in the slot. Then nbgrader takes over, as after its own
+autograde: its autograde step records the grades, timestamps and late penalties in the gradebook
+(`autograde.autograded`), its generate_feedback writes the pages (`autograde.feedback`). OUT (the
+course root by default, where formgrader and ``nbgrader release_feedback`` look) receives
 
-    OUT/grades.csv                                   student_id, assignment, notebook, score, max_score, flags, per-cell scores
-    OUT/feedback/<student_id>/<assignment>/<assignment>.html
+    OUT/autograded/<student_id>/<assignment>/<assignment>.ipynb   the notebook as it ran, for formgrader
+    OUT/feedback/<student_id>/<assignment>/<assignment>.html      the page the student gets
+    OUT/grades.csv                                                student_id, assignment, notebook, score, max_score, flags, per-cell scores
 
-and records the grades in nbgrader's gradebook. Every submission gets a row scored against the
-assignment's real maximum, whatever it holds; if the sandbox cannot start at all, nothing is
-graded and `GradingError` says why.
+``score`` is after nbgrader's late penalty (a late submission has the flag ``late``). Every
+submission gets a row scored against the assignment's real maximum, whatever it holds; if the
+gradebook cannot be opened or the sandbox cannot start at all, nothing is graded and
+`GradingError` says why.
 """
 from __future__ import annotations
 
@@ -20,15 +25,19 @@ from dataclasses import asdict
 from pathlib import Path
 
 import nbformat
+from traitlets.config import Config
 
+from .autograded import autograde, stage_files
 from .collection import CollectionError, extract_zip, find_submissions
 from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
-from .feedback import feedback_path, write_feedback
-from .notebook import max_score, merge
+from .feedback import generate_feedback
+from .gradebook import GradebookError, has_assignment, recorded
+from .notebook import merge
 from .pool import SlotError, SlotPool
 from .release import release, source_notebook
 from .sandbox import Limits
 from .similarity import similarity_flags
+from .slot import unscored_row
 
 __all__ = ["grade", "GradingError", "CSV_COLUMNS"]
 
@@ -36,36 +45,37 @@ CSV_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score", "fl
 
 
 class GradingError(RuntimeError):
-    """Nothing was graded: the submissions cannot be read, or the sandbox cannot start."""
+    """Nothing was graded: the submissions or the gradebook cannot be read, or the sandbox cannot start."""
 
 
 def _assets(assignments: list[str], db_url: str, root: Path) -> dict[str, tuple]:
     """Source and released notebooks; (re)released when stale or unknown to the gradebook."""
-    from .gradebook import has_assignment
-
     sources = {a: source_notebook(a, root / "solutions") for a in assignments}
     stale = []
     for assignment, source in sources.items():
         released = released_notebook(assignment, root)
-        if not released.exists() or released.stat().st_mtime < source.stat().st_mtime or not has_assignment(db_url, assignment):
+        if not has_assignment(db_url, assignment) or not released.exists() or released.stat().st_mtime < source.stat().st_mtime:
             stale.append(assignment)
     if stale:
         release(stale, db_url, root)
     return {a: (nbformat.read(source, 4), nbformat.read(released_notebook(a, root), 4)) for a, source in sources.items()}
 
 
-def grade(submissions: Path, out: Path, jobs: int = 1, db_url: str | None = None, limits: Limits = Limits(),
-          root: Path = ROOT, progress: bool = True) -> list[dict]:
+def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str | None = None,
+          limits: Limits = Limits(), root: Path = ROOT, progress: bool = True) -> list[dict]:
     """Grade every submission under ``submissions`` (folder or .zip); see the module docstring.
 
+    Args:
+        out: where nbgrader's folders and grades.csv go; default: the course root ``root``.
+        db_url: the gradebook; default: the course's nbgrader config's.
     Returns:
         the rows written to ``out/grades.csv``, sorted by student and assignment.
     Raises:
         GradingError: nothing could be graded (and nothing was written).
     """
-    from .gradebook import record
-
-    db_url = db_url or nbgrader_config(root=root).CourseDirectory.db_url
+    out = out or root
+    config = nbgrader_config(db_url, root)
+    db_url = config.CourseDirectory.db_url
     known = assignment_ids(root / "solutions")
     max_bytes = int(limits.notebook_mb * 2**20)
     try:
@@ -75,7 +85,7 @@ def grade(submissions: Path, out: Path, jobs: int = 1, db_url: str | None = None
     with tempfile.TemporaryDirectory() as tmp:
         try:
             if submissions.suffix == ".zip" and submissions.is_file():
-                folder, found = extract_zip(submissions, Path(tmp), known, max_bytes)
+                folder, found = extract_zip(submissions, Path(tmp) / "zip", known, max_bytes)
             elif submissions.is_dir():
                 folder, found = submissions, {}
             else:
@@ -83,35 +93,50 @@ def grade(submissions: Path, out: Path, jobs: int = 1, db_url: str | None = None
         except CollectionError as error:
             raise GradingError(str(error)) from None
         subs = find_submissions(folder, known, max_bytes, found)
-        assets = _assets(sorted({s.assignment for s in subs}), db_url, root)
+        try:
+            assets = _assets(sorted({s.assignment for s in subs}), db_url, root)
+        except GradebookError as error:
+            raise GradingError(str(error)) from None
+        staging = Path(tmp) / "submitted"  # the notebooks as they ran, for nbgrader's autograde step
         tasks = [{"student_id": s.student_id, "assignment": s.assignment, "path": str(s.path) if s.path else None,
                   "flags": list(s.flags)} for s in subs]
 
         def unscored(task: dict, flag: str) -> dict:
-            cells = merge(*assets[task["assignment"]], None)
-            results = [{"status": "error", "stdout": "", "error": "the grader failed on this notebook; your "
-                        "instructor will look at it."} for _ in cells]
-            student, assignment = task["student_id"], task["assignment"]
-            write_feedback(feedback_path(out, student, assignment), f"{assignment} — {student}", cells, results, 0.0,
-                           max_score(cells))
-            return {"student_id": student, "assignment": assignment, "notebook": assignment, "score": 0.0,
-                    "max_score": max_score(cells), "flags": sorted({*task["flags"], flag}), "cell_scores": {},
-                    "code": {}}
+            return unscored_row(task, merge(*assets[task["assignment"]], None), flag,
+                                "the grader failed on this notebook; your instructor will look at it.", staging)
 
-        config = {"root": str(root), "out": str(out.resolve()), "limits": asdict(limits)}
+        pool_config = {"root": str(root), "out": str(staging), "limits": asdict(limits)}
         try:
-            with SlotPool(jobs, config) as pool:
+            with SlotPool(jobs, pool_config) as pool:
                 rows = pool.grade(tasks, 2 * limits.notebook_timeout + 120, unscored, progress)
         except SlotError as error:
             raise GradingError(str(error)) from None
+        for sub in subs:
+            stage_files(staging, sub.student_id, sub.assignment, sub.timestamp, sub.secret)
+        autograde(staging, out, config, sorted(assets))
+    _apply_gradebook(rows, db_url, out, config)
     stubs = {(a, c.grade_id): c.source for a, pair in assets.items() for c in merge(*pair, None)
              if c.kind == "student" and c.grade_id}
     for row, flags in zip(rows, similarity_flags(rows, stubs)):
         row["flags"] = sorted({*row["flags"], *flags})
     rows.sort(key=lambda r: (r["student_id"], r["assignment"]))
     _write_csv(out / "grades.csv", rows)
-    record(db_url, rows)
     return rows
+
+
+def _apply_gradebook(rows: list[dict], db_url: str, out: Path, config: Config) -> None:
+    """The late penalty nbgrader assigned, on each row; the feedback pages; a flag where either failed."""
+    pairs = [(r["student_id"], r["assignment"]) for r in rows]
+    book = recorded(db_url, pairs)
+    no_page = set(generate_feedback(out, config, [p for p in pairs if p in book]))
+    for row, pair in zip(rows, pairs):
+        if pair not in book:
+            row["flags"] = [*row["flags"], "gradebook-error"]
+            continue
+        entry = book[pair]
+        row["score"] = max(0.0, row["score"] - entry.penalty)
+        row["flags"] = [*row["flags"], *(["late"] if entry.seconds_late > 0 else []),
+                        *(["feedback-error"] if pair in no_page else [])]
 
 
 def _cell(value: object) -> object:

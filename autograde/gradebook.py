@@ -1,24 +1,43 @@
-"""Recording grades in nbgrader's gradebook (SQLite by default, any SQLAlchemy URL).
+"""What the grader asks nbgrader's gradebook (SQLite by default, any SQLAlchemy URL: PostgreSQL).
 
-The assignment and its grade cells are recorded by ``generate_assignment`` (`autograde.release`);
-here each graded notebook becomes a submission whose grade cells get their ``auto_score``, so
-nbgrader's own tools (``nbgrader export``, formgrader) see the same grades as grades.csv.
+The assignment and its grade cells are recorded by ``generate_assignment`` (`autograde.release`),
+the submissions and their grades by nbgrader's autograde step (`autograde.autograded`); here the
+grader only checks that an assignment is known and reads back what nbgrader decided about each
+submission: its score, and how late it was and what that cost.
 """
 from __future__ import annotations
 
-import warnings
+from dataclasses import dataclass
 
 from nbgrader.api import Gradebook, MissingEntry
-from sqlalchemy.exc import SAWarning
+from sqlalchemy.exc import SQLAlchemyError
 
 from .course import tools_on_path
 
-__all__ = ["has_assignment", "record"]
+__all__ = ["GradebookError", "Recorded", "has_assignment", "recorded"]
+
+
+class GradebookError(RuntimeError):
+    """The gradebook cannot be opened."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    score: float  # before the late penalty
+    penalty: float
+    seconds_late: float
+
+
+def _open(db_url: str) -> Gradebook:
+    tools_on_path()
+    try:
+        return Gradebook(db_url)
+    except SQLAlchemyError as error:
+        raise GradebookError(f"cannot open the gradebook {db_url}: {str(getattr(error, 'orig', None) or error).strip()}") from None
 
 
 def has_assignment(db_url: str, assignment: str) -> bool:
-    tools_on_path()
-    with Gradebook(db_url) as gb:
+    with _open(db_url) as gb:
         try:
             gb.find_assignment(assignment)
         except MissingEntry:
@@ -26,19 +45,15 @@ def has_assignment(db_url: str, assignment: str) -> bool:
         return True
 
 
-def record(db_url: str, rows: list[dict]) -> None:
-    """Write ``rows`` (student_id, assignment, notebook, cell_scores {grade_id: points}) in one session."""
-    tools_on_path()
-    with Gradebook(db_url) as gb, warnings.catch_warnings():
-        warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission autoflush notices
-        for row in rows:
-            gb.update_or_create_student(row["student_id"])
+def recorded(db_url: str, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Recorded]:
+    """What the gradebook holds for each (student, assignment) submission that it has."""
+    found = {}
+    with _open(db_url) as gb:
+        for student, assignment in pairs:
             try:
-                gb.find_submission(row["assignment"], row["student_id"])
+                submission = gb.find_submission(assignment, student)
             except MissingEntry:
-                gb.add_submission(row["assignment"], row["student_id"])
-            for grade_id, points in row["cell_scores"].items():
-                grade = gb.find_grade(grade_id, row["notebook"], row["assignment"], row["student_id"])
-                grade.auto_score = points
-                grade.needs_manual_grade = False
-            gb.db.commit()
+                continue
+            found[(student, assignment)] = Recorded(submission.score, submission.late_submission_penalty,
+                                                    submission.total_seconds_late)
+    return found

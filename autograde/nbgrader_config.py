@@ -1,23 +1,41 @@
-"""nbgrader configuration: course root = the repository root, source = solutions/.
+"""The course's nbgrader configuration: course root = the folder above this one, source = solutions/.
 
-Used by ``python -m autograde`` and by nbgrader's own commands run from this folder
-(``cd autograde && nbgrader generate_assignment ch01_attention --force``; run
-``python -m autograde release`` first, which writes the .ipynb that nbgrader reads).
+nbgrader's own commands read it when run from this folder (``cd autograde && nbgrader export``),
+and so does ``python -m autograde``; a deployment's settings (course id, exchange) come from
+Jupyter's config path (deploy/jupyterhub/). The gradebook is nbgrader's default,
+``gradebook.db`` at the course root, unless ``--db URL`` (or ``CourseDirectory.db_url`` here)
+names another, e.g. ``postgresql://grader@dbhost/course``.
 """
 import os
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 c.CourseDirectory.root = ROOT
+# The exchange files assignments under it, and the gradebook's assignments belong to it (PostgreSQL
+# enforces that: nbgrader's default, no id, fails there). A deployment reads it from here.
+c.CourseDirectory.course_id = "transformer-piece-by-piece"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "release"
 c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
-c.CourseDirectory.db_url = "sqlite:///" + os.path.join(ROOT, "gradebook.db")
 # The MyST sources are the notebooks' text form; only the generated .ipynb are released.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.md"]
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.Execute.timeout = 60
+
+# Feedback shows each test cell's outcome but never a hidden test: nbgrader's generate_feedback keeps
+# them by default. A student's own cell that happens to contain the markers is not an error.
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.ClearHiddenTests.enforce_metadata = False
+
+# Late submissions: a submission's time is its timestamp.txt (nbgrader collect writes it), the due
+# date is the assignment's in the gradebook (nbgrader db assignment add ID --duedate=...). With
+# "none" a late submission is only marked late; "zero" scores it 0; or name your own
+# nbgrader.plugins.LateSubmissionPlugin subclass in c.AssignLatePenalties.plugin_class.
+c.LateSubmissionPlugin.penalty_method = "none"

@@ -7,12 +7,12 @@ added (kept where they were, between the same known cells). Test and locked cell
 from the source, so an edited or deleted test cell is restored; a missing solution cell is the
 released stub. Cells tagged ``widget`` are not executed.
 
-What the student later sees (`autograde.feedback`) is the *released* version of each cell:
-hidden tests removed.
+The notebook as it ran becomes nbgrader's autograded notebook (`autograde.autograded`), hidden
+tests included, as nbgrader's own; the feedback made from it leaves them out (`autograde.feedback`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -26,9 +26,9 @@ class GradedCell:
 
     kind: str
     source: str  # what is executed
-    shown: str  # what the feedback shows (hidden tests removed)
     grade_id: str | None = None
     points: float = 0.0
+    metadata: dict = field(default_factory=dict)  # the released cell's (nbgrader's), none for the student's own
 
 
 def load_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]:
@@ -103,14 +103,14 @@ def merge(source: nbformat.NotebookNode, release: nbformat.NotebookNode,
     for original, released in zip(source.cells, release.cells):
         meta, kind = _meta(original), _kind(original)
         grade_id = meta.get("grade_id")
-        cells += [GradedCell("student", code, code) for code in extras.get(grade_id, [])]
+        cells += [GradedCell("student", code) for code in extras.get(grade_id, [])]
         if kind == "student" and grade_id:
             answer = answers.get(grade_id, released.source)
-            cells.append(GradedCell("student", answer, answer, grade_id))
+            cells.append(GradedCell("student", answer, grade_id, metadata=released.metadata))
         else:
             points = float(meta.get("points", 0)) if kind == "test" else 0.0
-            cells.append(GradedCell(kind, original.source, released.source, grade_id, points))
-    cells += [GradedCell("student", code, code) for code in trailing]
+            cells.append(GradedCell(kind, original.source, grade_id, points, released.metadata))
+    cells += [GradedCell("student", code) for code in trailing]
     return cells
 
 

@@ -3,8 +3,9 @@
 ``python -m autograde.slot`` is started by `autograde.pool`. The first line on its stdin is
 its configuration (``{"name", "root", "out", "limits"}``); it answers ``{"ready": true}`` once
 its sandbox is up (or ``{"error": "..."}``), then reads one task per line (a submission) and
-answers each with one row, as JSON lines. It never runs a student's code itself: the notebook's
-cells run in the sandbox, its checks here (`autograde.session`).
+answers each with one row, as JSON lines, after writing the notebook as it ran to
+``out/<student>/<assignment>/`` (`autograde.autograded`). It never runs a student's code itself:
+the notebook's cells run in the sandbox, its checks here (`autograde.session`).
 
 A grading slot is warm: torch, tfm_ref and every check are loaded once, and the sandbox's
 pristine process forks a fresh runner per notebook in milliseconds.
@@ -20,18 +21,18 @@ from pathlib import Path
 import nbformat
 
 from .audit import audit
+from .autograded import write_executed
 from .course import released_notebook
-from .feedback import feedback_path, write_feedback
 from .notebook import GradedCell, load_notebook, max_score, merge
 from .release import source_notebook
 from .sandbox import Limits, Sandbox, SandboxError
 from .session import run_notebook
 
-__all__ = ["SlotGrader", "main"]
+__all__ = ["SlotGrader", "graded_row", "unscored_row", "main"]
 
 
 class SlotGrader:
-    """Grades submissions in ``sandbox``, writing feedback under ``out``; see the module docstring."""
+    """Grades submissions in ``sandbox``, writing the executed notebooks under ``out``; see the module docstring."""
 
     def __init__(self, sandbox: Sandbox, limits: Limits, root: Path, out: Path):
         self.sandbox, self.limits, self.root, self.out = sandbox, limits, root, out
@@ -60,11 +61,7 @@ class SlotGrader:
         return self.unscored(task, flag, f"{problem}; your instructor will look at it.")
 
     def unscored(self, task: dict, flag: str, problem: str) -> dict:
-        """A row of zero for a submission the grader could not score, with a page that says so."""
-        cells = merge(*self.assets(task["assignment"]), None)
-        results = [{"status": "error", "stdout": "", "error": problem} if c.kind == "test" else
-                   {"status": "skipped", "stdout": "", "error": ""} for c in cells]
-        return self._row(task, cells, results, [*task["flags"], flag])
+        return unscored_row(task, merge(*self.assets(task["assignment"]), None), flag, problem, self.out)
 
     def _grade(self, task: dict) -> dict:
         flags = list(task["flags"])
@@ -76,18 +73,25 @@ class SlotGrader:
         run = run_notebook(self.sandbox, cells, self.limits)
         if problem:
             run.results = [{**r, "error": r.get("error") or problem} for r in run.results]
-        return self._row(task, cells, run.results, flags + sorted(run.flags))
+        return graded_row(task, cells, run.results, flags + sorted(run.flags), self.out)
 
-    def _row(self, task: dict, cells: list[GradedCell], results: list[dict], flags: list[str]) -> dict:
-        scores = {c.grade_id: (c.points if r["status"] == "ok" else 0.0)
-                  for c, r in zip(cells, results) if c.kind == "test"}
-        score, maximum = sum(scores.values()), max_score(cells)
-        student, assignment = task["student_id"], task["assignment"]
-        write_feedback(feedback_path(self.out, student, assignment), f"{assignment} — {student}", cells, results,
-                       score, maximum)
-        code = {c.grade_id: c.source for c in cells if c.kind == "student" and c.grade_id}
-        return {"student_id": student, "assignment": assignment, "notebook": assignment, "score": score,
-                "max_score": maximum, "flags": sorted(set(flags)), "cell_scores": scores, "code": code}
+
+def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: list[str], out: Path) -> dict:
+    """The row of one graded notebook; the notebook as it ran goes to ``out`` (`autograde.autograded`)."""
+    scores = {c.grade_id: (c.points if r["status"] == "ok" else 0.0)
+              for c, r in zip(cells, results) if c.kind == "test"}
+    student, assignment = task["student_id"], task["assignment"]
+    write_executed(out, student, assignment, cells, results)
+    code = {c.grade_id: c.source for c in cells if c.kind == "student" and c.grade_id}
+    return {"student_id": student, "assignment": assignment, "notebook": assignment, "score": sum(scores.values()),
+            "max_score": max_score(cells), "flags": sorted(set(flags)), "cell_scores": scores, "code": code}
+
+
+def unscored_row(task: dict, cells: list[GradedCell], flag: str, problem: str, out: Path) -> dict:
+    """A row of zero for a submission the grader could not score, with a notebook that says why."""
+    results = [{"status": "error", "stdout": "", "error": problem} if c.kind == "test" else
+               {"status": "skipped", "stdout": "", "error": ""} for c in cells]
+    return graded_row(task, cells, results, [*task["flags"], flag], out)
 
 
 def _warm_up() -> None:

@@ -1,5 +1,6 @@
 """Collecting submissions: a symlink or zip member that leaves its student's folder is refused with
-a flag, one bad member costs only its student, and a spreadsheet never runs a cell of grades.csv."""
+a flag, one bad member costs only its student, nbgrader's timestamp.txt is read only when it is
+what it claims, and a spreadsheet never runs a cell of grades.csv."""
 import csv
 import os
 import stat
@@ -50,6 +51,22 @@ def test_a_notebook_over_the_size_limit_is_not_read(tmp_path):
     _notebook(tmp_path, "big", text="x" * (LIMIT + 1))
     (sub,) = find_submissions(tmp_path, [A], LIMIT)
     assert sub.path is None and sub.flags == ("notebook-too-large",)
+
+
+def test_timestamps_are_read_only_when_nbgrader_can_parse_them_from_a_small_file_of_the_student(tmp_path):
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text("2020-01-01 00:00:00 UTC")
+    stamps = {"on_time": "2026-11-20 16:59:00.000000 UTC", "garbage": "next tuesday, honest",
+              "huge": "2026-11-20 16:59:00 UTC" + " " * 1000}
+    for student, text in stamps.items():
+        (_notebook(tmp_path / "class", student).parent / "timestamp.txt").write_text(text)
+    (_notebook(tmp_path / "class", "linked").parent / "timestamp.txt").symlink_to(secret)
+    _notebook(tmp_path / "class", "none")
+    subs = {s.student_id: s for s in find_submissions(tmp_path / "class", [A], LIMIT)}
+    assert subs["on_time"].timestamp == stamps["on_time"] and subs["on_time"].flags == ()
+    assert subs["none"].timestamp is None and subs["none"].flags == ()
+    for student in ("garbage", "huge", "linked"):
+        assert subs[student].timestamp is None and subs[student].flags == ("bad-timestamp",), student
 
 
 def _zip_with(path, members):

@@ -74,7 +74,7 @@ def test_a_slot_that_dies_costs_one_row_and_is_started_again(tmp_path):
         def kill_when_busy():
             while pool.slots[0].process is first and first.poll() is None:
                 time.sleep(0.05)
-                if os.path.exists(tmp_path / "out" / "feedback"):  # the first notebook is done: kill mid-run
+                if os.path.exists(tmp_path / "out" / "s0"):  # the first notebook is done: kill mid-run
                     first.kill()
                     return
 

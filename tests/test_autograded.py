@@ -1,0 +1,33 @@
+"""The notebook as the sandbox ran it scores, by nbgrader's own rule, what the grader scored: a test
+cell's points exactly when its checks passed; the message of what went wrong is in its output."""
+import pytest
+from nbgrader.utils import determine_grade
+
+from autograde.autograded import executed_notebook
+from autograde.notebook import GradedCell
+
+TEST = {"nbgrader": {"grade": True, "solution": False, "locked": True, "grade_id": "softmax_visible", "points": 2,
+                     "schema_version": 3}}
+ANSWER = {"nbgrader": {"grade": False, "solution": True, "locked": False, "grade_id": "softmax", "schema_version": 3}}
+
+
+@pytest.mark.parametrize(("status", "points"), [("ok", 2), ("error", 0), ("timeout", 0), ("crashed", 0),
+                                                ("bad-reply", 0), ("skipped", 0)])
+def test_nbgrader_gives_a_test_cell_its_points_exactly_when_it_passed(status, points):
+    result = {"status": status, "stdout": "✓ softmax: visible checks passed\n", "error": "" if status == "ok" else
+              "✗ softmax: the output differs\nLikely mistake — missing scaling: divide by √d_k."}
+    (cell,) = executed_notebook([GradedCell("test", 'check("ch01_attention.softmax", softmax)', "softmax_visible", 2,
+                                            TEST)], [result]).cells
+    assert determine_grade(cell) == (points, 2)
+    assert cell.outputs[0].text == result["stdout"]
+    if points == 0:
+        assert "Likely mistake — missing scaling" in "\n".join(cell.outputs[-1].traceback)
+
+
+def test_a_students_error_keeps_its_exception_name_and_a_widget_cell_no_output():
+    cells = [GradedCell("student", "softmax(x)", "softmax", metadata=ANSWER), GradedCell("widget", "explore()")]
+    results = [{"status": "error", "stdout": "", "error": '  File "<cell 3>", line 1\nNameError: name \'x\' is not defined'},
+               {"status": "skipped", "stdout": "", "error": "not run"}]
+    answer, widget = executed_notebook(cells, results).cells
+    assert (answer.outputs[0].ename, answer.outputs[0].evalue) == ("NameError", "NameError: name 'x' is not defined")
+    assert answer.metadata == ANSWER and widget.outputs == [] and widget.execution_count is None

@@ -1,0 +1,125 @@
+"""nbgrader's own flow around the grader: the instructor sets a due date and a late policy with
+nbgrader, grades the folder ``nbgrader collect`` leaves with ``python -m autograde grade``, and
+formgrader's API, ``nbgrader export``, ``generate_feedback`` and ``release_feedback`` all see the
+grades, the submission times and the late penalties. One grading run serves every test."""
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+from nbgrader.apps import NbGraderAPI
+from nbgrader.utils import notebook_hash
+
+from autograde.classroom import make_course, solved_notebook, write_submission
+from autograde.course import CONFIG_NAME, nbgrader_config
+from autograde.feedback import feedback_path
+from autograde.release import release
+
+pytestmark = pytest.mark.slow
+
+A = "ch01_attention"
+DUE = "2026-11-20 17:00:00 UTC"
+UNSTABLE = "def softmax(x, dim=-1):\n    e = torch.exp(x)\n    return e / e.sum(dim=dim, keepdim=True)"
+STUDENTS = {  # student -> (answers, when nbgrader's submit stamped it)
+    "ontime": ({}, "2026-11-20 16:59:00.000000 UTC"),
+    "late": ({}, "2026-11-21 09:00:00.000000 UTC"),
+    "unstable": ({"softmax": UNSTABLE}, "2026-11-19 12:00:00.000000 UTC"),
+}
+NBGRADER = str(Path(sys.executable).parent / "nbgrader")
+
+
+def _nbgrader(root, *args):
+    """An nbgrader command as the instructor runs it: from the course's autograde/ folder."""
+    result = subprocess.run([NBGRADER, *args], cwd=root / "autograde", capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    root = make_course(tmp_path_factory.mktemp("flow") / "course", [A])
+    with (root / "autograde" / CONFIG_NAME).open("a") as config:
+        config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
+    release([A], root=root)
+    _nbgrader(root, "db", "assignment", "add", A, f"--duedate={DUE}")
+    for student, (answers, stamped) in STUDENTS.items():
+        folder = write_submission(root / "submitted", student, A, solved_notebook(A, answers, root)).parent
+        (folder / "timestamp.txt").write_text(stamped)
+        (folder / "submission_secret.txt").write_text(f"secret-of-{student}")
+    result = subprocess.run([sys.executable, "-m", "autograde", "grade", "submitted", "--root", str(root)], cwd=root,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root
+
+
+def _grades_csv(root):
+    with (root / "grades.csv").open() as f:
+        return {row["student_id"]: row for row in csv.DictReader(f)}
+
+
+def test_formgrader_finds_every_submission_autograded_with_nbgraders_metadata(course):
+    api = NbGraderAPI(config=nbgrader_config(root=course))
+    submissions = {s["student"]: s for s in api.get_submissions(A)}
+    assert set(submissions) == set(STUDENTS)
+    assert all(s["autograded"] and not s["needs_manual_grade"] for s in submissions.values())
+    assert submissions["ontime"]["score"] == submissions["ontime"]["max_score"] == 10
+    assert submissions["unstable"]["score"] < 10
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        checksums = {c.name: c.checksum for c in gb.find_notebook(A, A).source_cells}
+    notebook = nbformat.read(course / "autograded" / "unstable" / A / f"{A}.ipynb", 4)
+    nbformat.validate(notebook)
+    graded = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert graded and all(c.metadata.nbgrader.checksum == checksums[c.metadata.nbgrader.grade_id] for c in graded)
+    failed = [o for c in graded for o in c.outputs if o.output_type == "error"]
+    assert any("Likely mistake — exp without subtracting the maximum" in "\n".join(o.traceback) for o in failed)
+
+
+def test_nbgrader_export_lists_scores_submission_times_and_late_penalties(course, tmp_path):
+    _nbgrader(course, "export", f"--to={tmp_path / 'export.csv'}")
+    with (tmp_path / "export.csv").open() as f:
+        rows = {row["student_id"]: row for row in csv.DictReader(f)}
+    assert rows["ontime"]["duedate"] == "2026-11-20 17:00:00" and rows["ontime"]["timestamp"].startswith("2026-11-20 16:59")
+    assert float(rows["ontime"]["score"]) == 10 and float(rows["ontime"]["late_submission_penalty"]) == 0
+    assert float(rows["late"]["raw_score"]) == 10 and float(rows["late"]["late_submission_penalty"]) == 10
+    assert float(rows["late"]["score"]) == 0
+    assert float(rows["unstable"]["score"]) == float(_grades_csv(course)["unstable"]["score"]) < 10
+
+
+def test_grades_csv_applies_the_late_penalty_and_flags_the_late_submission(course):
+    rows = _grades_csv(course)
+    assert float(rows["late"]["score"]) == 0 and "late" in rows["late"]["flags"].split(";")
+    assert float(rows["ontime"]["score"]) == 10 and "late" not in rows["ontime"]["flags"].split(";")
+
+
+def test_feedback_is_nbgraders_page_with_the_hint_and_no_hidden_test(course):
+    pages = {student: feedback_path(course, student, A).read_text() for student in STUDENTS}
+    assert "Likely mistake — exp without subtracting the maximum" in pages["unstable"]
+    assert "Late submission penalty" in pages["late"] and "Late submission penalty" not in pages["ontime"]
+    for page in pages.values():
+        assert "BEGIN HIDDEN TESTS" not in page and "hidden=True" not in page
+
+
+def test_release_feedback_files_each_page_under_its_submission_secret(course, tmp_path):
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    _nbgrader(course, "release_feedback", A, f"--Exchange.root={exchange}")
+    outbound = exchange / nbgrader_config(root=course).CourseDirectory.course_id / "feedback"
+    for student in STUDENTS:
+        released = outbound / f"{notebook_hash(secret=f'secret-of-{student}', notebook_id=A)}.html"
+        assert released.read_text() == feedback_path(course, student, A).read_text()
+
+
+def test_generate_feedback_by_hand_after_manual_grading_shows_it_and_still_no_hidden_test(course):
+    # Last: it changes the gradebook and the pages, as an instructor grading in formgrader would.
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        grade = gb.find_grade("softmax_hidden", A, A, "unstable")
+        grade.manual_score = 1.5
+        gb.find_comment("softmax", A, A, "unstable").manual_comment = "Subtract the row maximum first."
+        gb.db.commit()
+    _nbgrader(course, "generate_feedback", A, "--force")
+    page = feedback_path(course, "unstable", A).read_text()
+    assert "Subtract the row maximum first." in page and "1.5 / 2.0" in page
+    assert "BEGIN HIDDEN TESTS" not in page and "hidden=True" not in page
