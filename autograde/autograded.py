@@ -8,7 +8,7 @@ records the grades. Here the cells ran in the sandbox (`autograde.session`), so:
    (`autograde.notebook`), each with what it printed and, where it failed, an error output
    carrying the check's message; into a staging ``submitted/<student>/<assignment>/`` folder,
    beside the submission's ``timestamp.txt`` and ``submission_secret.txt`` (`stage_files`).
-2. `autograde` runs nbgrader's own ``Autograde`` converter on that folder, without the two steps
+2. `Recorder.record` runs nbgrader's own ``Autograde`` converter on that folder, without the steps
    the sandbox replaced (``ClearOutput``, ``Execute``). nbgrader writes
    ``autograded/<student>/<assignment>/`` (its cell metadata and checksums, the text files) and
    records the student, the submission and its timestamp, each grade cell's ``auto_score`` (a test
@@ -27,9 +27,10 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from sqlalchemy.exc import SAWarning
 from traitlets.config import Config
 
+from .gradebook import Recorded, recorded
 from .notebook import GradedCell
 
-__all__ = ["executed_notebook", "write_executed", "stage_files", "autograde", "nbgrader_log"]
+__all__ = ["executed_notebook", "write_executed", "stage_files", "Recorder", "nbgrader_log"]
 
 ERROR_NAMES = {"timeout": "Timeout", "crashed": "Crashed", "bad-reply": "BadReply", "skipped": "NotRun"}
 """How a cell that did not finish shows in the notebook (the ``ename`` of its error output)."""
@@ -87,26 +88,37 @@ def stage_files(staging: Path, student: str, assignment: str, timestamp: str | N
             (folder / name).write_text(text)
 
 
-def autograde(staging: Path, out: Path, config: Config, assignments: list[str]) -> None:
-    """nbgrader's autograde step for every staged notebook: ``out/autograded/`` and the gradebook.
+class Recorder:
+    """nbgrader's autograde step, one graded submission at a time (each grading slot has one).
 
-    A submission nbgrader fails on is left without an autograded folder (nbgrader removes it)
-    and logged; the others are done. ``config`` is the course's (`autograde.course.nbgrader_config`).
+    The converter is nbgrader's ``Autograde`` without the steps the sandbox replaced (``ClearOutput``,
+    ``Execute``) and without its metadata validation (``CheckCellMetadata``: the notebook was just
+    written from the course's own source). A submission nbgrader fails on is left without an
+    autograded folder (nbgrader removes it) and logged.
     """
-    from nbgrader.converters import Autograde, NbGraderException
-    from nbgrader.coursedir import CourseDirectory
-    from nbgrader.preprocessors import ClearOutput, Execute
 
-    coursedir = CourseDirectory(config=config, root=str(out), submitted_directory=str(staging))
-    converter = Autograde(coursedir=coursedir, config=config, log=nbgrader_log())
-    converter.force = True  # grading again replaces what an earlier run left
-    converter.sanitize_preprocessors = [p for p in converter.sanitize_preprocessors if p is not ClearOutput]
-    converter.autograde_preprocessors = [p for p in converter.autograde_preprocessors if p is not Execute]
-    for assignment in assignments:
-        coursedir.assignment_id, coursedir.student_id = assignment, "*"
+    def __init__(self, staging: Path, out: Path, config: Config):
+        from nbgrader.converters import Autograde
+        from nbgrader.coursedir import CourseDirectory
+        from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, Execute
+
+        self.db_url, self.out = config.CourseDirectory.db_url, out
+        self.coursedir = CourseDirectory(config=config, root=str(out), submitted_directory=str(staging))
+        self.converter = Autograde(coursedir=self.coursedir, config=config, log=nbgrader_log())
+        self.converter.force = True  # grading again replaces what an earlier run left
+        skipped = (ClearOutput, Execute, CheckCellMetadata)
+        self.converter.sanitize_preprocessors = [p for p in self.converter.sanitize_preprocessors if p not in skipped]
+        self.converter.autograde_preprocessors = [p for p in self.converter.autograde_preprocessors if p not in skipped]
+
+    def record(self, student: str, assignment: str) -> Recorded | None:
+        """Autograde the staged notebook of ``student``; what the gradebook then holds (None: nothing)."""
+        from nbgrader.converters import NbGraderException
+
+        self.coursedir.assignment_id, self.coursedir.student_id = assignment, student
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission autoflush notices
-                converter.start()
-        except NbGraderException:  # raised after every submission was tried; the failed ones are logged
-            pass
+                self.converter.start()
+        except NbGraderException:  # nbgrader logged why
+            return None
+        return recorded(self.db_url, [(student, assignment)]).get((student, assignment))

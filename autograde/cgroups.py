@@ -42,6 +42,13 @@ class MemoryCgroup:
                 path.rmdir()
         return None
 
+    @classmethod
+    def remove_named(cls, prefix: str) -> None:
+        """Remove this process's child cgroups whose names start with ``prefix`` (see `remove`)."""
+        for parent, files in _candidates():
+            for path in parent.glob(prefix + "*"):
+                cls(path, files).remove()
+
     @property
     def procs(self) -> Path:
         """Write a process id here to move that process in (its later children follow)."""

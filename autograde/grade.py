@@ -3,10 +3,10 @@
 SUBMISSIONS is a folder (or a .zip of one) laid out ``<student_id>/<assignment>/<assignment>.ipynb``,
 as ``nbgrader collect`` leaves ``submitted/`` (`autograde.collection`). Each notebook is graded by
 one of ``jobs`` trusted slot processes (`autograde.pool`, `autograde.slot`): its cells run in a
-fresh sandboxed runner, its checks in the slot. Then nbgrader takes over, as after its own
-autograde: its autograde step records the grades, timestamps and late penalties in the gradebook
-(`autograde.autograded`), its generate_feedback writes the pages (`autograde.feedback`). OUT (the
-course root by default, where formgrader and ``nbgrader release_feedback`` look) receives
+fresh sandboxed runner, its checks in the slot. Then, in the slot, nbgrader's own autograde step
+records the grades, timestamps and late penalties in the gradebook (`autograde.autograded`) and
+the feedback page is written where nbgrader's generate_feedback puts it (`autograde.feedback`).
+OUT (the course root by default, where formgrader and ``nbgrader release_feedback`` look) receives
 
     OUT/autograded/<student_id>/<assignment>/<assignment>.ipynb   the notebook as it ran, for formgrader
     OUT/feedback/<student_id>/<assignment>/<assignment>.html      the page the student gets
@@ -25,13 +25,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 import nbformat
-from traitlets.config import Config
 
-from .autograded import autograde, stage_files
+from .autograded import Recorder
 from .collection import CollectionError, extract_zip, find_submissions
 from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
-from .feedback import generate_feedback
-from .gradebook import GradebookError, has_assignment, recorded
+from .gradebook import GradebookError, has_assignment
 from .notebook import merge
 from .pool import SlotError, SlotPool
 from .release import release, source_notebook
@@ -99,22 +97,22 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
             raise GradingError(str(error)) from None
         staging = Path(tmp) / "submitted"  # the notebooks as they ran, for nbgrader's autograde step
         tasks = [{"student_id": s.student_id, "assignment": s.assignment, "path": str(s.path) if s.path else None,
-                  "flags": list(s.flags)} for s in subs]
+                  "flags": list(s.flags), "timestamp": s.timestamp, "secret": s.secret} for s in subs]
+        recorder = None  # this process's own, for the rare row of a slot that died
 
         def unscored(task: dict, flag: str) -> dict:
+            nonlocal recorder
+            recorder = recorder or Recorder(staging, out, config)
             return unscored_row(task, merge(*assets[task["assignment"]], None), flag,
-                                "the grader failed on this notebook; your instructor will look at it.", staging)
+                                "the grader failed on this notebook; your instructor will look at it.", staging, recorder)
 
-        pool_config = {"root": str(root), "out": str(staging), "limits": asdict(limits)}
+        pool_config = {"root": str(root), "staging": str(staging), "out": str(out.resolve()), "db_url": db_url,
+                       "limits": asdict(limits)}
         try:
             with SlotPool(jobs, pool_config) as pool:
                 rows = pool.grade(tasks, 2 * limits.notebook_timeout + 120, unscored, progress)
         except SlotError as error:
             raise GradingError(str(error)) from None
-        for sub in subs:
-            stage_files(staging, sub.student_id, sub.assignment, sub.timestamp, sub.secret)
-        autograde(staging, out, config, sorted(assets))
-    _apply_gradebook(rows, db_url, out, config)
     stubs = {(a, c.grade_id): c.source for a, pair in assets.items() for c in merge(*pair, None)
              if c.kind == "student" and c.grade_id}
     for row, flags in zip(rows, similarity_flags(rows, stubs)):
@@ -122,21 +120,6 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
     rows.sort(key=lambda r: (r["student_id"], r["assignment"]))
     _write_csv(out / "grades.csv", rows)
     return rows
-
-
-def _apply_gradebook(rows: list[dict], db_url: str, out: Path, config: Config) -> None:
-    """The late penalty nbgrader assigned, on each row; the feedback pages; a flag where either failed."""
-    pairs = [(r["student_id"], r["assignment"]) for r in rows]
-    book = recorded(db_url, pairs)
-    no_page = set(generate_feedback(out, config, [p for p in pairs if p in book]))
-    for row, pair in zip(rows, pairs):
-        if pair not in book:
-            row["flags"] = [*row["flags"], "gradebook-error"]
-            continue
-        entry = book[pair]
-        row["score"] = max(0.0, row["score"] - entry.penalty)
-        row["flags"] = [*row["flags"], *(["late"] if entry.seconds_late > 0 else []),
-                        *(["feedback-error"] if pair in no_page else [])]
 
 
 def _cell(value: object) -> object:

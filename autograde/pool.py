@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 
 from tqdm import tqdm
 
+from .sandbox import remove_leftovers
+
 __all__ = ["SlotPool", "SlotError"]
 
 
@@ -51,12 +53,20 @@ class _Slot:
         self._send(task)
         return self._receive(timeout)
 
-    def close(self) -> None:
-        if self.process is not None:
+    def close(self, grace: float = 15.0) -> None:
+        """Stop the slot: its input ends, so it closes its sandbox and exits; killed after
+        ``grace`` seconds, what its sandbox left on the host is removed here."""
+        if self.process is None:
+            return
+        try:
+            self.process.stdin.close()
+            self.process.wait(grace)
+        except (OSError, subprocess.TimeoutExpired):
             self.process.kill()
             self.process.wait()
-            self.process = None
-            self._buffer = b""
+        remove_leftovers(self.process.pid)
+        self.process = None
+        self._buffer = b""
 
     def log_tail(self, chars: int = 3000) -> str:
         self.log.seek(0)

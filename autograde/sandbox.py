@@ -28,12 +28,13 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from .cgroups import MemoryCgroup
 from .channel import BadMessage, Channel
 from .course import ROOT
 
-__all__ = ["Limits", "Sandbox", "SandboxError", "Runner", "sandbox_available"]
+__all__ = ["Limits", "Sandbox", "SandboxError", "Runner", "sandbox_available", "remove_leftovers"]
 
 PACKAGES = ("autograde", "tfm_ref")
 SYSTEM = ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin")
@@ -50,6 +51,19 @@ class SandboxError(RuntimeError):
 
 def sandbox_available() -> bool:
     return shutil.which("bwrap") is not None
+
+
+def _leftover_prefix(pid: int) -> str:
+    """How the cgroup and the staging folder of process ``pid``'s sandboxes are named."""
+    return f"autograde-{pid}-"
+
+
+def remove_leftovers(pid: int) -> None:
+    """Remove what the sandboxes of process ``pid`` made on the host, when that process was killed
+    before it could close them: its cgroups (once their processes are gone) and staging folders."""
+    MemoryCgroup.remove_named(_leftover_prefix(pid))
+    for stage in Path(tempfile.gettempdir()).glob(_leftover_prefix(pid) + "*"):
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -121,7 +135,7 @@ class Sandbox:
     def launch(self) -> None:
         """Start the container; it warms up while the caller does something else."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.cgroup = MemoryCgroup.create(f"autograde-{os.getpid()}-{self.name}-{secrets.token_hex(3)}")
+        self.cgroup = MemoryCgroup.create(f"{_leftover_prefix(os.getpid())}{self.name}-{secrets.token_hex(3)}")
         command = [sys.executable, "-m", "autograde.launcher"]
         if self.cgroup:
             command += ["--cgroup", str(self.cgroup.procs)]
@@ -243,7 +257,7 @@ class Sandbox:
     def _staged(self, binds: list[str], command: list[str]) -> list[tuple[str, str]]:
         """Root: each bind's source is first mounted (by the launcher) under a folder that the
         unprivileged user may enter; bwrap takes it from there."""
-        self._stage = tempfile.mkdtemp(prefix="autograde-stage-")
+        self._stage = tempfile.mkdtemp(prefix=_leftover_prefix(os.getpid()))
         os.chmod(self._stage, 0o755)
         staged = []
         for index, path in enumerate(binds):

@@ -63,6 +63,11 @@ class RemoteCandidate(Candidate):
             raise CheckFailed(_text(reply, "failed")[:chars])
         return _outcome(reply.get("outcome"), reply_blobs, chars)
 
+    def sibling(self, exercise: Exercise) -> Candidate:
+        chapter = self.key.rpartition(".")[0]
+        return RemoteCandidate(self.runner, f"{chapter}.{exercise.key}", exercise.name, self.deadline, self.stdout,
+                               self.limits)
+
 
 def _text(reply: dict, key: str) -> str:
     value = reply.get(key, "")

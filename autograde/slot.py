@@ -1,11 +1,12 @@
 """One grading slot: a trusted process with a sandbox of its own, grading one notebook at a time.
 
 ``python -m autograde.slot`` is started by `autograde.pool`. The first line on its stdin is
-its configuration (``{"name", "root", "out", "limits"}``); it answers ``{"ready": true}`` once
-its sandbox is up (or ``{"error": "..."}``), then reads one task per line (a submission) and
-answers each with one row, as JSON lines, after writing the notebook as it ran to
-``out/<student>/<assignment>/`` (`autograde.autograded`). It never runs a student's code itself:
-the notebook's cells run in the sandbox, its checks here (`autograde.session`).
+its configuration (``{"name", "root", "staging", "out", "db_url", "limits"}``); it answers
+``{"ready": true}`` once its sandbox is up (or ``{"error": "..."}``), then reads one task per
+line (a submission) and answers each with one row, as JSON lines. It never runs a student's code
+itself: the notebook's cells run in the sandbox, its checks here (`autograde.session`). For each
+notebook it then does nbgrader's part (`autograde.grading_record.record`): the notebook as it
+ran, nbgrader's autograde step into ``out`` and the gradebook, and the feedback page.
 
 A grading slot is warm: torch, tfm_ref and every check are loaded once, and the sandbox's
 pristine process forks a fresh runner per notebook in milliseconds.
@@ -21,8 +22,9 @@ from pathlib import Path
 import nbformat
 
 from .audit import audit
-from .autograded import write_executed
-from .course import released_notebook
+from .autograded import Recorder, stage_files, write_executed
+from .course import nbgrader_config, released_notebook
+from .feedback import write_feedback
 from .notebook import GradedCell, load_notebook, max_score, merge
 from .release import source_notebook
 from .sandbox import Limits, Sandbox, SandboxError
@@ -34,8 +36,8 @@ __all__ = ["SlotGrader", "graded_row", "unscored_row", "main"]
 class SlotGrader:
     """Grades submissions in ``sandbox``, writing the executed notebooks under ``out``; see the module docstring."""
 
-    def __init__(self, sandbox: Sandbox, limits: Limits, root: Path, out: Path):
-        self.sandbox, self.limits, self.root, self.out = sandbox, limits, root, out
+    def __init__(self, sandbox: Sandbox, limits: Limits, root: Path, staging: Path, recorder: Recorder):
+        self.sandbox, self.limits, self.root, self.staging, self.recorder = sandbox, limits, root, staging, recorder
         self._assets: dict[str, tuple[nbformat.NotebookNode, nbformat.NotebookNode]] = {}
 
     def assets(self, assignment: str) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
@@ -61,7 +63,8 @@ class SlotGrader:
         return self.unscored(task, flag, f"{problem}; your instructor will look at it.")
 
     def unscored(self, task: dict, flag: str, problem: str) -> dict:
-        return unscored_row(task, merge(*self.assets(task["assignment"]), None), flag, problem, self.out)
+        return unscored_row(task, merge(*self.assets(task["assignment"]), None), flag, problem, self.staging,
+                            self.recorder)
 
     def _grade(self, task: dict) -> dict:
         flags = list(task["flags"])
@@ -73,25 +76,40 @@ class SlotGrader:
         run = run_notebook(self.sandbox, cells, self.limits)
         if problem:
             run.results = [{**r, "error": r.get("error") or problem} for r in run.results]
-        return graded_row(task, cells, run.results, flags + sorted(run.flags), self.out)
+        return graded_row(task, cells, run.results, flags + sorted(run.flags), self.staging, self.recorder)
 
 
-def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: list[str], out: Path) -> dict:
-    """The row of one graded notebook; the notebook as it ran goes to ``out`` (`autograde.autograded`)."""
+def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: list[str], staging: Path,
+               recorder: Recorder) -> dict:
+    """The row of one graded notebook, after nbgrader's part (`autograde.autograded`, `autograde.feedback`)."""
     scores = {c.grade_id: (c.points if r["status"] == "ok" else 0.0)
               for c, r in zip(cells, results) if c.kind == "test"}
     student, assignment = task["student_id"], task["assignment"]
-    write_executed(out, student, assignment, cells, results)
+    write_executed(staging, student, assignment, cells, results)
+    stage_files(staging, student, assignment, task.get("timestamp"), task.get("secret"))
+    score, flags = sum(scores.values()), set(flags)
+    entry = recorder.record(student, assignment)
+    if entry is None:
+        flags.add("gradebook-error")
+    else:
+        score = max(0.0, score - entry.penalty)
+        if entry.seconds_late > 0:
+            flags.add("late")
+        try:
+            write_feedback(recorder.out, student, assignment, scores, entry.penalty)
+        except Exception:  # the row stands without its page; the traceback goes to the log
+            traceback.print_exc()
+            flags.add("feedback-error")
     code = {c.grade_id: c.source for c in cells if c.kind == "student" and c.grade_id}
-    return {"student_id": student, "assignment": assignment, "notebook": assignment, "score": sum(scores.values()),
-            "max_score": max_score(cells), "flags": sorted(set(flags)), "cell_scores": scores, "code": code}
+    return {"student_id": student, "assignment": assignment, "notebook": assignment, "score": score,
+            "max_score": max_score(cells), "flags": sorted(flags), "cell_scores": scores, "code": code}
 
 
-def unscored_row(task: dict, cells: list[GradedCell], flag: str, problem: str, out: Path) -> dict:
+def unscored_row(task: dict, cells: list[GradedCell], flag: str, problem: str, staging: Path, recorder: Recorder) -> dict:
     """A row of zero for a submission the grader could not score, with a notebook that says why."""
     results = [{"status": "error", "stdout": "", "error": problem} if c.kind == "test" else
                {"status": "skipped", "stdout": "", "error": ""} for c in cells]
-    return graded_row(task, cells, results, [*task["flags"], flag], out)
+    return graded_row(task, cells, results, [*task["flags"], flag], staging, recorder)
 
 
 def _warm_up() -> None:
@@ -123,7 +141,9 @@ def main() -> None:
         sys.exit(1)
     replies.write(json.dumps({"ready": True}) + "\n")
     replies.flush()
-    grader = SlotGrader(sandbox, limits, Path(config["root"]), Path(config["out"]))
+    root, staging, out = Path(config["root"]), Path(config["staging"]), Path(config["out"])
+    recorder = Recorder(staging, out, nbgrader_config(config["db_url"], root))
+    grader = SlotGrader(sandbox, limits, root, staging, recorder)
     try:
         for line in sys.stdin:
             replies.write(json.dumps(grader.grade(json.loads(line))) + "\n")

@@ -247,7 +247,10 @@ def _decode_module(node: dict, blobs: list[bytes], path: str, depth: int, count:
     if type(init) is not dict or type(state) is not dict:
         raise WireError(f"{path}: a module needs a dict of arguments and a state dict")
     module = kind.build(**init)
-    module.load_state_dict(state, assign=True)  # assign: the parameters keep the dtype they travelled in
+    dtypes = {t.dtype for t in state.values() if isinstance(t, torch.Tensor) and t.is_floating_point()}
+    if len(dtypes) == 1:
+        module.to(dtypes.pop())  # the dtype the weights travelled in
+    module.load_state_dict(state)  # copied into the module's own parameters: tied weights stay tied
     return module.train(node["training"])
 
 

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from autograde.audit import audit
-from autograde.classroom import solved_notebook, untouched_notebook, write_submission
+from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
 from autograde.feedback import feedback_path
 from autograde.grade import grade
 from autograde.release import release
@@ -174,9 +174,13 @@ def _with_cells(nb, cells, before="softmax_visible"):
     return nb
 
 
-def _malformed():
+MALFORMED = ("grade_id_is_a_number", "grade_id_is_a_list", "points_are_text", "metadata_is_a_list",
+             "source_is_a_dict", "cells_is_a_dict", "nbformat_99", "not_a_notebook")
+
+
+def _malformed(course):
     """Notebooks whose nbgrader metadata and cells have the wrong types (valid JSON, invalid notebook)."""
-    base = json.loads(nbformat.writes(solved_notebook(A, {"softmax": WRONG})))
+    base = json.loads(nbformat.writes(solved_notebook(A, {"softmax": WRONG}, course)))
     variants = {}
     for name, change in {
         "grade_id_is_a_number": lambda c: c["metadata"]["nbgrader"].__setitem__("grade_id", 7),
@@ -193,17 +197,15 @@ def _malformed():
     variants["cells_is_a_dict"] = json.dumps({**base, "cells": {"0": base["cells"][0]}})
     variants["nbformat_99"] = json.dumps({**base, "nbformat": 99})
     variants["not_a_notebook"] = json.dumps([1, 2, 3])
+    assert tuple(variants) == MALFORMED
     return variants
-
-
-MALFORMED = _malformed()
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("attacks")
-    db_url = f"sqlite:///{tmp}/gradebook.db"
-    release([A, KV], db_url)
+    course = make_course(tmp / "course", [A, KV])
+    release([A, KV], root=course)
     subs = tmp / "submitted"
     students = []
 
@@ -212,20 +214,20 @@ def graded(tmp_path_factory):
         students.append(student)
 
     for number, (attack, (cells, answers)) in enumerate(ATTACKS.items()):
-        submit(f"{number:02d}a_{attack}", A, _with_cells(solved_notebook(A, answers), cells))
-        submit(f"{number:02d}b_probe", A, _with_cells(solved_notebook(A), [PROBE]))
+        submit(f"{number:02d}a_{attack}", A, _with_cells(solved_notebook(A, answers, course), cells))
+        submit(f"{number:02d}b_probe", A, _with_cells(solved_notebook(A, root=course), [PROBE]))
     lying_int = ("class Always(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n\n"
                  "def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):\n"
                  "    return Always(0)\n")
-    submit("50a_returns_a_lying_int", KV, solved_notebook(KV, {"kv_cache_bytes": lying_int}))
-    for number, (name, text) in enumerate(MALFORMED.items(), start=60):
+    submit("50a_returns_a_lying_int", KV, solved_notebook(KV, {"kv_cache_bytes": lying_int}, course))
+    for number, (name, text) in enumerate(_malformed(course).items(), start=60):
         submit(f"{number}a_malformed_{name}", A, text)
-        submit(f"{number}b_probe", A, _with_cells(solved_notebook(A), [PROBE]))
-    submit("99_untouched", A, untouched_notebook(A))
+        submit(f"{number}b_probe", A, _with_cells(solved_notebook(A, root=course), [PROBE]))
+    submit("99_untouched", A, untouched_notebook(A, course))
     out = tmp / "out"
     os.environ[SECRET_NAME] = SECRET  # in the grader's environment, as an instructor's API key would be
     try:
-        rows = grade(subs, out, jobs=1, db_url=db_url, limits=Limits(cell_timeout=6), progress=False)
+        rows = grade(subs, out, jobs=1, limits=Limits(cell_timeout=6), root=course, progress=False)
     finally:
         del os.environ[SECRET_NAME]
     with (out / "grades.csv").open() as f:
@@ -294,7 +296,7 @@ def test_a_lying_tensor_is_told_to_return_a_plain_tensor(graded):
 
 @pytest.mark.parametrize("name", sorted(MALFORMED))
 def test_malformed_notebooks_get_a_row_of_their_own(graded, name):
-    number = 60 + list(MALFORMED).index(name)
+    number = 60 + MALFORMED.index(name)
     row = _row(graded, f"{number}a_")
     assert row["score"] == 0 and row["max_score"] == 10
     probe = _row(graded, f"{number}b_")

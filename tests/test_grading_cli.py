@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from autograde.classroom import solved_notebook, write_submission
-from autograde.course import ROOT
+from autograde.classroom import make_course, solved_notebook, write_submission
+from autograde.course import nbgrader_config
 from autograde.pool import SlotPool
 from autograde.release import release
 from autograde.sandbox import Limits, sandbox_available
@@ -46,14 +46,15 @@ def test_an_output_folder_that_cannot_be_written_is_refused(tmp_path):
 
 @pytest.mark.slow
 def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path):
-    write_submission(tmp_path / "subs", "s1", A, solved_notebook(A))
+    course = make_course(tmp_path / "course", [A])
+    release([A], root=course)
+    write_submission(tmp_path / "subs", "s1", A, solved_notebook(A, root=course))
     fake = Path(tempfile.mkdtemp())  # where the unprivileged sandbox user may run it
     fake.chmod(0o755)
     (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
     (fake / "bwrap").chmod(0o755)
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
-    result = _cli("grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--db",
-                  f"sqlite:///{tmp_path}/gb.db", env=env)
+    result = _cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"), env=env)
     assert result.returncode == 2 and "sandbox" in result.stderr and "Permission denied" in result.stderr
     assert not (tmp_path / "out" / "grades.csv").exists()
     shutil.rmtree(fake)
@@ -62,19 +63,22 @@ def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")
 def test_a_slot_that_dies_costs_one_row_and_is_started_again(tmp_path):
-    release([A], f"sqlite:///{tmp_path}/gb.db")
+    course = make_course(tmp_path / "course", [A])
+    release([A], root=course)
     tasks = []
     for i in range(3):
-        path = write_submission(tmp_path / "subs", f"s{i}", A, solved_notebook(A))
+        path = write_submission(tmp_path / "subs", f"s{i}", A, solved_notebook(A, root=course))
         tasks.append({"student_id": f"s{i}", "assignment": A, "path": str(path), "flags": []})
-    config = {"root": str(ROOT), "out": str(tmp_path / "out"), "limits": vars(Limits())}
+    staging = tmp_path / "staging"
+    config = {"root": str(course), "staging": str(staging), "out": str(course),
+              "db_url": nbgrader_config(root=course).CourseDirectory.db_url, "limits": vars(Limits())}
     with SlotPool(1, config) as pool:
         first = pool.slots[0].process
 
         def kill_when_busy():
             while pool.slots[0].process is first and first.poll() is None:
                 time.sleep(0.05)
-                if os.path.exists(tmp_path / "out" / "s0"):  # the first notebook is done: kill mid-run
+                if os.path.exists(staging / "s0"):  # the first notebook is done: kill mid-run
                     first.kill()
                     return
 

@@ -38,6 +38,8 @@ BROKEN = {  # student -> (answers, the mistake the feedback must name, points lo
                                         "    weights = softmax(q @ k.transpose(-2, -1), dim=-1)\n    out = weights @ v\n"
                                         "    return (out, weights) if return_weights else out"},
                           "missing scaling"),
+    "broken_whole_tensor": ({"softmax": "def softmax(x, dim=-1):\n    e = torch.exp(x - x.max())\n    return e / e.sum()"},
+                            "normalised over the whole tensor"),
     "broken_mask_after": ({"masked_attention": CORRECT_MASKED.replace(
         '        scores = scores.masked_fill(~mask, float("-inf"))\n    weights = softmax(scores, dim=-1)',
         '        pass\n    weights = softmax(scores, dim=-1)\n    weights = weights if mask is None else weights * mask')},
@@ -158,6 +160,11 @@ def test_disruptive_submissions_cost_only_the_affected_parts(graded):
     assert float(csv_rows["memory_bomb"]["score"]) == MAX
     assert float(csv_rows["corrupted"]["score"]) == 0 and "corrupted-notebook" in csv_rows["corrupted"]["flags"]
     assert "missing-notebook" in csv_rows["missing"]["flags"]
+
+
+def test_a_failing_exercise_says_which_earlier_one_it_calls_fails(graded):
+    page = _feedback(graded[2], "broken_whole_tensor")
+    assert "Your `softmax` from an earlier exercise fails its own check, and this exercise calls it" in page
 
 
 def test_feedback_never_shows_hidden_tests(graded):

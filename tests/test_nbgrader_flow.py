@@ -94,7 +94,7 @@ def test_grades_csv_applies_the_late_penalty_and_flags_the_late_submission(cours
     assert float(rows["ontime"]["score"]) == 10 and "late" not in rows["ontime"]["flags"].split(";")
 
 
-def test_feedback_is_nbgraders_page_with_the_hint_and_no_hidden_test(course):
+def test_feedback_pages_have_the_hint_the_late_penalty_and_no_hidden_test(course):
     pages = {student: feedback_path(course, student, A).read_text() for student in STUDENTS}
     assert "Likely mistake — exp without subtracting the maximum" in pages["unstable"]
     assert "Late submission penalty" in pages["late"] and "Late submission penalty" not in pages["ontime"]

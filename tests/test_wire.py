@@ -117,3 +117,19 @@ def test_deep_and_huge_trees_are_refused():
     wide = {"t": "list", "items": [{"t": "none"}] * (wire.MAX_ITEMS + 1)}
     with pytest.raises(WireError, match="more than"):
         decode(wide, [])
+
+
+class _Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(3, 3, bias=False)
+        self.head = nn.Linear(3, 3, bias=False)
+        self.head.weight = self.embed.weight  # one parameter, two names
+
+
+wire.register_module(_Tied, lambda m: {})
+
+
+def test_tied_weights_stay_tied_after_the_trip():
+    back = _trip(_Tied().double(), modules=True)
+    assert back.head.weight is back.embed.weight and back.embed.weight.dtype == torch.float64
