@@ -2,24 +2,17 @@
 (its decoding step calls the given repeat_kv), the normaliser may not come from logsumexp, and the
 decoding step may not hand the attention to tfm_ref.
 """
-import jupytext
 import pytest
 import torch
+from instructor_notebooks import solution_namespace
 
 import tfm_ref
-from autograde.course import source_markdown
 from autograde.exercises import ch09_efficient as chapter
 
 
 @pytest.fixture(scope="module")
 def notebook_solutions():
-    """The functions the instructor notebook defines: its setup and solution cells, executed."""
-    namespace = {}
-    for cell in jupytext.read(source_markdown("ch09_efficient")).cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade_id") == "setup"):
-            exec(cell.source, namespace)
-    return namespace
+    return solution_namespace("ch09_efficient")
 
 
 @pytest.mark.parametrize("exercise", chapter.EXERCISES, ids=lambda e: e.key)

@@ -1,9 +1,10 @@
 """tfm_ref/widgets/alignment.py: cross-attention maps of an encoder-decoder on a typed date."""
 from __future__ import annotations
 
+import pytest
 import torch
 
-from tfm_ref import Transformer, TransformerConfig, attention
+from tfm_ref import Transformer, TransformerConfig, attention, greedy_decode
 from tfm_ref.tasks import DateTask
 from tfm_ref.widgets.alignment import cross_attention_maps, use_attention
 
@@ -51,3 +52,55 @@ def test_alignment_view_draws_its_snapshot_for_a_given_model():
     model, task = _tiny_date_model()
     view = alignment_view(dates=SimpleNamespace(model=model, task=task))
     assert "data:image/png;base64," in view.snapshot_html()
+
+
+class _WithoutCache(torch.nn.Module):
+    """A capstone-style model: encode, decode and forward, but no KV cache."""
+
+    def __init__(self, inner: Transformer) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def encode(self, src, src_mask=None):
+        return self.inner.encode(src, src_mask)
+
+    def decode(self, tgt, memory, src_mask=None):
+        return self.inner.decode(tgt, memory, src_mask)
+
+    def forward(self, src, tgt, src_mask=None):
+        return self.inner(src, tgt, src_mask)
+
+
+def _decode_without_cache(model, src, src_mask=None, **settings):
+    return greedy_decode(model.inner, src, src_mask, use_cache=False, **settings)
+
+
+def test_a_model_without_a_cache_translates_with_the_decoding_it_is_given():
+    model, task = _tiny_date_model()
+    text = "Nov 22, 2026"
+    with pytest.raises(AttributeError, match="new_cache"):
+        cross_attention_maps(_WithoutCache(model), task, text)
+    source, output, maps = cross_attention_maps(_WithoutCache(model), task, text, decode=_decode_without_cache)
+    expected_source, expected_output, expected = cross_attention_maps(model, task, text)
+    assert (source, output) == (expected_source, expected_output)
+    assert sorted(maps) == [f"inner.{name}" for name in sorted(expected)]
+    assert all(torch.allclose(maps[f"inner.{name}"], weights, atol=1e-6) for name, weights in expected.items())
+
+
+class _OwnAttention(torch.nn.Module):
+    """A student's own cross-attention layer: it computes tfm_ref's, but is no tfm_ref.MultiHeadAttention."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x, context=None, mask=None, cache=None):
+        return self.inner(x, context, mask=mask, cache=cache)
+
+
+def test_a_model_without_tfm_ref_cross_attention_is_told_so():
+    model, task = _tiny_date_model()
+    for layer in model.decoder.layers:
+        layer.cross_attn = _OwnAttention(layer.cross_attn)
+    with pytest.raises(ValueError, match="no cross-attention recorded"):
+        cross_attention_maps(model, task, "Nov 22, 2026")

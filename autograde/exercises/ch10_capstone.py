@@ -1,0 +1,602 @@
+"""Chapter 10 exercises — the capstone: the whole encoder–decoder Transformer, its training step,
+its training loop, and greedy decoding without a cache.
+
+    memory = Encoder(Emb(src)·√D + PE, src pad)
+    logits = Linear(Decoder(Emb(tgt)·√D + PE, memory, causal, src pad))
+    one step:  inp, target = tgt[:, :-1], tgt[:, 1:]          (teacher forcing: the target shifted right)
+               loss = label-smoothed cross-entropy over the non-PAD targets
+               lr = factor · d_model^−0.5 · min(s^−0.5, s · warmup^−1.5), s = step + 1   (Vaswani et al. 2017, eq. 3)
+               zero_grad → backward → optimizer step
+    the loop:  Adam(β = (0.9, 0.98), ε = 1e-9), one step per batch, steps numbered 0, 1, …
+
+The model is checked like chapter 8's blocks: tfm_ref's weights are loaded into the student's
+module (its parameter names are `tfm_ref.Transformer`'s) and outputs and gradients compared.
+The training step and the loop are checked on a small random `tfm_ref.Transformer` that travels
+to the sandbox (chapter 8's registered `_RandomTransformer`): an adapter wraps the student's
+function into what the check compares — plain tensors of the losses, learning rates and update
+sizes — so the optimizer, which cannot travel, is made on the student's side. The references
+are written here in tfm_ref's terms (`train_step`, `fit`). Each `Mistake` is a broken version a
+student plausibly writes (`tests/test_exercises.py` proves each is caught and named).
+
+Shapes: B batch · S source positions · T target positions · V vocabulary · D model width · H heads ·
+F FFN width · E encoder layers · L decoder layers · K training steps. Case flag in the sizes: ``pre``
+(Pre-Norm).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tfm_ref
+from tfm_ref import losses, schedule
+from tfm_ref.blocks import Residual
+from tfm_ref.losses import label_smoothed_cross_entropy
+from tfm_ref.schedule import noam_lr
+from tfm_ref.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
+
+from ..checking import Call, Case, Exercise, FunctionAdapter, Mistake, random_dims
+from ._modules import PerturbedModuleAdapter, functions_of
+from .ch08_encoder_decoder import GREEDY as CACHED_GREEDY
+from .ch08_encoder_decoder import MODEL_METHODS, _RandomTransformer
+
+__all__ = ["TRANSFORMER", "TRAIN_STEP", "FIT", "GREEDY", "EXERCISES", "transformer", "train_step", "fit"]
+
+WHOLE_MODELS = (tfm_ref.Transformer, tfm_ref.Encoder, tfm_ref.Decoder, tfm_ref.EncoderDecoderCore,
+                nn.Transformer, nn.TransformerEncoder, nn.TransformerDecoder)
+# The pieces of chapters 1–8 the notebook's setup cell imports (a student may paste their own instead).
+# Their modules' forward is reached through nn.Module.__call__, so each is listed (Residual: inside the blocks).
+PIECES = (*functions_of(tfm_ref.MultiHeadAttention, tfm_ref.FeedForward, tfm_ref.LayerNorm, tfm_ref.EncoderBlock,
+                        tfm_ref.DecoderBlock, Residual),
+          tfm_ref.sinusoidal_positional_encoding, tfm_ref.causal_mask, tfm_ref.padding_mask, tfm_ref.key_mask)
+# What a training step may call: the model's own methods, and chapter 8's loss and schedule.
+TRAINING_PIECES = (*MODEL_METHODS, *functions_of(losses, schedule))
+
+
+# --------------------------------------------------------------------------- 1. the whole model
+
+def _config(vocab_size: int, d_model: int = 512, n_heads: int = 8, d_ff: int = 2048, n_encoder_layers: int = 6,
+            n_decoder_layers: int = 6, dropout: float = 0.1, norm_first: bool = False,
+            max_len: int = 512) -> tfm_ref.TransformerConfig:
+    """The notebook's constructor arguments as a tfm_ref config (tied embeddings, sinusoidal
+    positions, LayerNorm, ReLU: the defaults)."""
+    return tfm_ref.TransformerConfig(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, d_ff=d_ff,
+                                     n_encoder_layers=n_encoder_layers, n_decoder_layers=n_decoder_layers,
+                                     dropout=dropout, norm_first=norm_first, max_len=max_len)
+
+
+def transformer(*args, **kwargs) -> tfm_ref.Transformer:
+    """The reference: `tfm_ref.Transformer` built from the notebook's constructor arguments."""
+    return tfm_ref.Transformer(_config(*args, **kwargs))
+
+
+class _TiedParametersAdapter(PerturbedModuleAdapter):
+    """Gradients by state-dict name, a tied matrix once under each of its names.
+
+    `ModuleAdapter` lists the parameters ``named_parameters`` gives, where a tied matrix appears
+    once, under whichever name was registered first: tfm_ref's and a student's tied model would
+    line up differently. Listing every name (sorted, as the failure message names them) lines the
+    gradients up, and shows untied embeddings, whose outputs agree: each of their matrices gets
+    only its own share of the tied gradient.
+    """
+
+    def parameters(self, built: nn.Module) -> list[torch.Tensor]:
+        named = dict(built.named_parameters(remove_duplicate=False))
+        return [named[name] for name in sorted(named)]
+
+
+_MODEL_KWARGS = _TiedParametersAdapter(lambda dims: dict(
+    vocab_size=dims["V"], d_model=dims["D"], n_heads=dims["H"], d_ff=dims["F"], n_encoder_layers=dims["E"],
+    n_decoder_layers=dims["L"], norm_first=bool(dims.get("pre")), max_len=16))
+
+
+def _source(gen: torch.Generator, batch: int, length: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """src (B, S) ids, PAD after random lengths 1 … S (the first row full), and its mask (B, S), True = real."""
+    lengths = torch.randint(1, length + 1, (batch,), generator=gen)
+    lengths[0] = length
+    src_mask = tfm_ref.padding_mask(lengths, length)  # (B, S)
+    return torch.randint(3, vocab, (batch, length), generator=gen).masked_fill(~src_mask, PAD_ID), src_mask
+
+
+def _model_inputs(gen: torch.Generator, dims, dtype: torch.dtype, with_mask: bool = True) -> Call:
+    src, src_mask = _source(gen, dims["B"], dims["S"], dims["V"])
+    tgt = torch.randint(3, dims["V"], (dims["B"], dims["T"]), generator=gen)
+    tgt[:, 0] = BOS_ID  # a decoder input starts with BOS
+    return Call(src, tgt, src_mask) if with_mask else Call(src, tgt)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Wrong:
+    """What a broken model does differently (every field False: exactly tfm_ref's model)."""
+
+    unscaled: bool = False
+    no_positions: bool = False
+    source_positions_only: bool = False
+    inverted_mask: bool = False
+    encoder_unmasked: bool = False
+    cross_unmasked: bool = False
+    not_causal: bool = False
+    no_final_norm: bool = False
+    softmax: bool = False
+
+
+class _WrittenOut(tfm_ref.Transformer):
+    """tfm_ref's Transformer with its forward written out from the blocks, as a student writes it,
+    with the mistakes of `_Wrong` switchable."""
+
+    wrong = _Wrong()
+
+    def _embedded(self, ids: torch.Tensor, positions: bool) -> torch.Tensor:
+        x = F.embedding(ids, self.src_embed.weight)  # (B, T, D)
+        x = x if self.wrong.unscaled else x * math.sqrt(self.config.d_model)
+        return x + self.positional.pe[: ids.shape[1]].to(x.dtype) if positions else x
+
+    def forward(self, src, tgt, src_mask=None):
+        wrong = self.wrong
+        keys = None if src_mask is None else tfm_ref.key_mask(~src_mask if wrong.inverted_mask else src_mask)
+        x = self._embedded(src, not wrong.no_positions)  # (B, S, D)
+        for layer in self.encoder.layers:
+            x = layer(x, None if wrong.encoder_unmasked else keys)
+        final = self.encoder.final_norm
+        memory = x if final is None or wrong.no_final_norm else final(x)
+        y = self._embedded(tgt, not (wrong.no_positions or wrong.source_positions_only))  # (B, T, D)
+        causal = None if wrong.not_causal else tfm_ref.causal_mask(tgt.shape[1])
+        for layer in self.decoder.layers:
+            y = layer(y, memory, causal, None if wrong.cross_unmasked else keys)
+        final = self.decoder.final_norm
+        logits = self.lm_head(y if final is None or wrong.no_final_norm else final(y))  # (B, T, V)
+        return logits.softmax(-1) if wrong.softmax else logits
+
+
+def _written_out(tied: bool = True, **wrong: bool):
+    """A constructor with the notebook's signature for a model that makes the ``wrong`` mistakes
+    (and, untied, embeds both sides with ``src_embed``: ``tgt_embed`` is a second, unused matrix)."""
+    cls = type("BrokenTransformer", (_WrittenOut,), {"wrong": _Wrong(**wrong)})
+    return lambda *args, **kwargs: cls(dataclasses.replace(_config(*args, **kwargs), tie_embeddings=tied))
+
+
+def _untied(*, shared_embedding: bool = False):
+    """Three matrices instead of one, or (``shared_embedding``) one embedding and a separate output layer."""
+    def build(*args, **kwargs):
+        model = tfm_ref.Transformer(dataclasses.replace(_config(*args, **kwargs), tie_embeddings=False))
+        if shared_embedding:
+            model.tgt_embed = model.src_embed
+        return model
+    return build
+
+
+_UNTIED = (("the 2017 model shares one matrix between the source embedding, the target embedding and the output "
+            "layer (§3.4): the outputs agree, but the shared matrix's gradient is the sum over all three uses."),
+           "self.tgt_embed = self.src_embed; self.lm_head.weight = self.src_embed.weight")
+
+
+def _one_block_repeated(*stacks: str):
+    """``[Block(...)] * n`` in the named stacks: the same block, n times."""
+    def build(*args, **kwargs):
+        model = transformer(*args, **kwargs)
+        for stack in (getattr(model, name) for name in stacks):
+            stack.layers = nn.ModuleList([stack.layers[0]] * len(stack.layers))
+        return model
+    return build
+
+
+_REPEATED = (("`[Block(...)] * n` repeats one block, with one set of weights, in every layer: the stack is then "
+              "one layer applied n times."),
+             "nn.ModuleList([EncoderBlock(...) for _ in range(n_encoder_layers)])  # a new block each; decoder too")
+
+
+def _blocks_post_norm(*args, **kwargs):
+    model = transformer(*args, **kwargs)
+    for module in model.modules():
+        if isinstance(module, Residual):
+            module.norm_first = False  # the final norms are there, the blocks are Post-Norm
+    return model
+
+
+def _model_sizes(pre: bool):
+    def draw(gen: torch.Generator) -> dict[str, int]:
+        h = int(torch.randint(1, 4, (1,), generator=gen))
+        dims = random_dims(B=(1, 3), S=(1, 7), T=(1, 6), V=(4, 13), F=(4, 24), E=(1, 2), L=(1, 2))(gen)
+        width = 2 * h * int(torch.randint(1, 3, (1,), generator=gen))  # even (sinusoidal table), H divides it
+        return {**dims, "D": width, "H": h, **({"pre": 1} if pre else {})}
+    return draw
+
+
+_SMALL_MODEL = dict(B=2, S=5, T=4, V=11, D=8, H=2, F=16, E=1, L=1)
+
+TRANSFORMER = Exercise(
+    name="Transformer",
+    key="transformer",
+    reference=transformer,
+    adapter=_MODEL_KWARGS,
+    inputs=_model_inputs,
+    arg_names=("src", "tgt", "src_mask"),
+    # D ≥ 4: a LayerNorm over 2 features outputs ±1 whatever its input, and lets almost no gradient through.
+    shapes=[dict(B=1, S=2, T=2, V=5, D=4, H=1, F=4, E=1, L=1), dict(B=2, S=3, T=3, V=7, D=4, H=2, F=8, E=1, L=1),
+            dict(B=2, S=5, T=4, V=11, D=8, H=2, F=16, E=2, L=2)],
+    visible=[Case("Post-Norm, 2 + 2 layers, padded sources"),
+             Case("Pre-Norm (norm_first=True), 1 + 1 layers, with gradients", dims={**_SMALL_MODEL, "pre": 1},
+                  grad=True)],
+    hidden=[
+        Case("random sizes, Post-Norm", dims=_model_sizes(False)),
+        Case("random sizes, Pre-Norm", dims=_model_sizes(True)),
+        Case("src_mask=None", inputs=functools.partial(_model_inputs, with_mask=False)),
+        Case("one target position", dims={**_SMALL_MODEL, "T": 1}),
+        Case("float64 weights", dims={**_SMALL_MODEL, "pre": 1}, dtype=torch.float64),
+        Case("gradients of every parameter, Post-Norm, 2 + 2 layers", grad=True),
+    ],
+    mistakes=[
+        Mistake("embeddings not scaled by √d_model", _written_out(unscaled=True),
+                "the token embeddings are multiplied by √d_model before the positions are added (§3.4); unscaled, "
+                "the tied embedding rows (norm ≈ 1) are drowned by the positional encoding (norm √(d_model/2)).",
+                "x = self.src_embed(ids) * math.sqrt(d_model) + self.pe[: ids.shape[1]]"),
+        Mistake("no positional encoding", _written_out(no_positions=True),
+                "attention is blind to order: without positions, a date and its characters shuffled look alike to "
+                "the model. Source and target both get the sinusoidal table added to their scaled embeddings.",
+                "x = self.src_embed(ids) * math.sqrt(d_model) + self.pe[: ids.shape[1]]"),
+        Mistake("positions added to the source only", _written_out(source_positions_only=True),
+                "the decoder needs positions too: without them it cannot tell the 3rd output character from the "
+                "8th. The target is embedded exactly like the source.",
+                "embed tgt with the same code as src: scaled embedding + self.pe[: tgt.shape[1]]"),
+        Mistake("padding mask inverted", _written_out(inverted_mask=True),
+                "src_mask is True for real tokens, and tfm_ref's masks say True = may attend, so it is used as it "
+                "is; inverted, every query attends to the padding only.",
+                "mask = key_mask(src_mask)  # (B, 1, 1, S), not key_mask(~src_mask)"),
+        Mistake("source padding not masked in the encoder", _written_out(encoder_unmasked=True),
+                "the encoder's self-attention attends to the source's padding too: the encoded real tokens then "
+                "depend on how much padding the batch added.",
+                "x = block(x, key_mask(src_mask)) for every encoder block"),
+        Mistake("source padding not masked in cross-attention", _written_out(cross_unmasked=True),
+                "the decoder's cross-attention reads the encoder's output at the padded positions too: the "
+                "translation then depends on how much padding the batch added.",
+                "x = block(x, memory, causal_mask(T), key_mask(src_mask)) for every decoder block"),
+        Mistake("no causal mask in the decoder", _written_out(not_causal=True),
+                "under teacher forcing the decoder gets the whole target at once; without the causal mask each "
+                "position sees the very token it is asked to predict.",
+                "x = block(x, memory, causal_mask(tgt.shape[1]), cross_mask)"),
+        Mistake("final norm not applied (Pre-Norm)", _written_out(no_final_norm=True),
+                "a Pre-Norm stack ends on the un-normalised residual stream: its final norm is part of the model "
+                "(Post-Norm blocks end normalised and need none).",
+                "memory = self.encoder.final_norm(x); logits = self.lm_head(self.decoder.final_norm(y))"),
+        Mistake("norm_first not passed to the blocks", _blocks_post_norm,
+                "the final norms of a Pre-Norm model are there, but the blocks themselves are Post-Norm.",
+                "EncoderBlock(d_model, n_heads, d_ff, dropout, norm_first=norm_first), and the same for DecoderBlock"),
+        Mistake("softmax applied to the logits", _written_out(softmax=True),
+                "the model returns logits, not probabilities: the loss applies log-softmax itself, and greedy "
+                "decoding needs only the argmax.", "return self.lm_head(x)  # no softmax"),
+        Mistake("one block repeated N times", _one_block_repeated("encoder", "decoder"), *_REPEATED),
+        Mistake("one encoder block repeated N times", _one_block_repeated("encoder"), *_REPEATED),
+        Mistake("one decoder block repeated N times", _one_block_repeated("decoder"), *_REPEATED),
+        Mistake("embeddings not tied", _untied(), *_UNTIED),
+        Mistake("output layer not tied to the embedding", _untied(shared_embedding=True), *_UNTIED),
+        Mistake("embeddings not tied (tgt_embed a second, unused matrix)", _written_out(tied=False), *_UNTIED),
+    ],
+    forbidden=WHOLE_MODELS,
+    allowed=PIECES,
+)
+
+
+# --------------------------------------------------------------------------- 2. the training step
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: dict, step: int, *, d_model: int,
+               warmup: int, factor: float = 1.0, smoothing: float = 0.1) -> tuple[float, float]:
+    """One step of teacher-forced training; ``step`` counts the steps before it (0 for the first).
+
+    batch: ``src`` (B, S) ids, ``src_mask`` (B, S) bool, ``tgt`` (B, T + 1) = BOS, the answer, EOS, PAD….
+    Returns the loss and the learning rate of this step.
+    """
+    model.train()
+    inp, target = batch["tgt"][:, :-1], batch["tgt"][:, 1:]  # (B, T) each: BOS first, and one position ahead
+    logits = model(batch["src"], inp, batch["src_mask"])  # (B, T, V)
+    loss = label_smoothed_cross_entropy(logits, target, smoothing, PAD_ID)
+    lr = factor * noam_lr(step + 1, d_model, warmup)  # the paper counts steps from 1
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item(), lr
+
+
+def _batches(src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor) -> list[dict]:
+    """Stacked (K, B, …) tensors → K batches."""
+    return [{"src": s, "src_mask": m, "tgt": t} for s, m, t in zip(src, src_mask, tgt)]
+
+
+def _stepped(step_fn):
+    """What the check compares: ``step_fn`` run on consecutive batches, on a copy of the model, with
+    an SGD optimizer whose rate starts at 1.0 (the step must set its own) → (losses, learning rates,
+    update sizes ‖Δθ‖), one entry per step. The framework seeds the call: dropout draws the same
+    masks for every implementation."""
+    def steps(model, src, src_mask, tgt, *, first_step, d_model, warmup, factor, smoothing):
+        model = copy.deepcopy(model)  # the check's model is an input: never train it in place
+        optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        rows = []
+        for i, batch in enumerate(_batches(src, src_mask, tgt)):
+            before = torch.cat([p.detach().flatten() for p in model.parameters()])
+            result = step_fn(model, optimizer, batch, first_step + i, d_model=d_model, warmup=warmup,
+                             factor=factor, smoothing=smoothing)
+            if not isinstance(result, tuple) or len(result) != 2:
+                raise TypeError(f"train_step should return (loss, lr), got {type(result).__name__}")
+            after = torch.cat([p.detach().flatten() for p in model.parameters()])
+            loss, lr = float(torch.as_tensor(result[0]).detach()), float(result[1])
+            rows.append((loss, lr, float((after - before).norm())))
+        losses, rates, updates = zip(*rows)
+        return torch.tensor(losses), torch.tensor(rates), torch.tensor(updates)
+    return steps
+
+
+@dataclasses.dataclass(frozen=True)
+class _WrappedAdapter(FunctionAdapter):
+    """The checked function is ``wrap`` around the reference, a mistake or the student's function: what
+    the check compares, as plain tensors (``wrap`` runs on the student's side when grading)."""
+
+    wrap: Callable[[Callable], Callable]
+
+    def reference(self, reference, dims, dtype):
+        return self.wrap(reference)
+
+    def candidate(self, candidate, dims, weights, dtype):
+        return self.wrap(candidate)
+
+
+# The checks' models travel to the sandbox as a state dict loaded with assign=True, which unties tied
+# matrices there: untied from the start, they are the same model on both sides.
+_STEP_MODEL = tfm_ref.TransformerConfig(vocab_size=12, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1,
+                                        d_ff=32, dropout=0.1, max_len=32, tie_embeddings=False)
+
+
+def _random_model(gen: torch.Generator, config: tfm_ref.TransformerConfig) -> nn.Module:
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _RandomTransformer(config)
+
+
+def _targets(gen: torch.Generator, batch: int, length: int, vocab: int) -> torch.Tensor:
+    """(B, T) = BOS, 1 … T − 2 random tokens, EOS, then PAD (the first row uses every position)."""
+    n = torch.randint(1, length - 1, (batch,), generator=gen)
+    n[0] = length - 2
+    position = torch.arange(length)  # (T,)
+    tgt = torch.randint(3, vocab, (batch, length), generator=gen)
+    tgt = torch.where(position == n[:, None] + 1, EOS_ID, tgt)
+    tgt = tgt.masked_fill(position > n[:, None] + 1, PAD_ID)
+    tgt[:, 0] = BOS_ID
+    return tgt
+
+
+def _step_inputs(first_step: int, warmup: int, factor: float = 1.0, smoothing: float = 0.1):
+    def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+        model = _random_model(gen, _STEP_MODEL).eval()  # as after an evaluation: the step must switch dropout on
+        sources = [_source(gen, dims["B"], dims["S"], _STEP_MODEL.vocab_size) for _ in range(dims["K"])]
+        src, src_mask = (torch.stack(parts) for parts in zip(*sources))  # (K, B, S) each
+        tgt = torch.stack([_targets(gen, dims["B"], dims["T"], _STEP_MODEL.vocab_size) for _ in range(dims["K"])])
+        return Call(model, src, src_mask, tgt, first_step=first_step, d_model=_STEP_MODEL.d_model, warmup=warmup,
+                    factor=factor, smoothing=smoothing)
+    return inputs
+
+
+def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pad: bool = False,
+               smoothed: bool = True, from_one: bool = True, set_lr: bool = True, zero_grad: str = "before",
+               train_mode: bool = True, use_factor: bool = True):
+    """A training step with one thing done wrong (the keywords say which)."""
+    def step_fn(model, optimizer, batch, step, *, d_model, warmup, factor=1.0, smoothing=0.1):
+        if train_mode:
+            model.train()
+        tgt = batch["tgt"]
+        inp, target = {"right": (tgt[:, :-1], tgt[:, 1:]), "none": (tgt, tgt), "cut": (tgt[:, :-1], tgt[:, :-1]),
+                       "left": (tgt[:, 1:], tgt[:, :-1])}[shift]
+        logits = model(batch["src"], inp, batch["src_mask"])  # (B, T, V)
+        epsilon = smoothing if smoothed else 0.0
+        if smoothing_on_pad:  # the smoothing term averaged over every position, padding included
+            log_probs = logits.log_softmax(-1)  # (B, T, V)
+            nll = F.nll_loss(log_probs.flatten(0, 1), target.flatten(), ignore_index=PAD_ID)
+            loss = (1 - epsilon) * nll + epsilon * -log_probs.mean()
+        else:
+            loss = label_smoothed_cross_entropy(logits, target, epsilon, PAD_ID if ignore_pad else -100)
+        lr = (factor if use_factor else 1.0) * noam_lr(step + 1 if from_one else step, d_model, warmup)
+        if set_lr:
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+        if zero_grad == "before":
+            optimizer.zero_grad()
+        loss.backward()
+        if zero_grad == "between":
+            optimizer.zero_grad()
+        optimizer.step()
+        return loss.item(), lr
+    return step_fn
+
+
+TRAIN_STEP = Exercise(
+    name="train_step",
+    key="train_step",
+    reference=train_step,
+    adapter=_WrappedAdapter(_stepped),
+    inputs=_step_inputs(first_step=3, warmup=8),
+    arg_names=("model", "src", "src_mask", "tgt"),
+    shapes=[dict(K=2, B=1, S=2, T=3), dict(K=2, B=2, S=4, T=5), dict(K=2, B=4, S=6, T=7)],
+    visible=[Case("steps 3 and 4 (warmup 8), padded targets"),
+             Case("the first two steps, step = 0 and 1", inputs=_step_inputs(first_step=0, warmup=8))],
+    hidden=[
+        Case("random sizes, three steps after warmup, factor 2, ε = 0.2",
+             dims=random_dims(K=(3, 3), B=(1, 5), S=(1, 8), T=(3, 8)),
+             inputs=_step_inputs(first_step=20, warmup=4, factor=2.0, smoothing=0.2)),
+        Case("ε = 0 (plain cross-entropy)", inputs=_step_inputs(first_step=5, warmup=4, smoothing=0.0)),
+        Case("one answer token between BOS and EOS", dims=dict(K=2, B=3, S=4, T=3),
+             inputs=_step_inputs(first_step=1, warmup=2, factor=0.5)),
+    ],
+    mistakes=[
+        *(Mistake(name, _step_with(shift=shift),
+                  "teacher forcing shifts the target right: the decoder reads the target without its last token "
+                  "(BOS first), and position t is scored against the next token. Scored against its own input, the "
+                  "decoder only learns to copy.", "inp, target = tgt[:, :-1], tgt[:, 1:]")
+          for name, shift in (("target not shifted", "none"), ("target not shifted (both cut at the end)", "cut"))),
+        Mistake("shifted the wrong way", _step_with(shift="left"),
+                "the decoder input starts with BOS and the target is one token ahead of it; the other way round, "
+                "the model learns to predict the previous token.", "inp, target = tgt[:, :-1], tgt[:, 1:]"),
+        Mistake("padding not ignored in the loss", _step_with(ignore_pad=False),
+                "positions whose target is PAD are not part of the answer: they count neither in the loss nor in "
+                "the mean, or short answers are trained to end in padding.",
+                "loss = label_smoothed_cross_entropy(logits, target, smoothing, ignore_index=PAD_ID)"),
+        Mistake("label smoothing over the padding", _step_with(smoothing_on_pad=True),
+                "the smoothing term ε·mean_v(−log p_v) belongs to each real position's loss, so it is averaged over "
+                "the same non-PAD positions as the rest, not over the padding too.",
+                "per_position = (1 - smoothing) * nll + smoothing * uniform  # (B, T); "
+                "loss = per_position[target != PAD_ID].mean()"),
+        Mistake("label smoothing left out", _step_with(smoothed=False),
+                "the target distribution is smoothed: 1 − ε + ε/V on the right token and ε/V on every token, "
+                "with ε the `smoothing` argument.",
+                "label_smoothed_cross_entropy(logits, target, smoothing, PAD_ID)  # smoothing, not 0"),
+        Mistake("learning rate of the wrong step (counted from 0)", _step_with(from_one=False),
+                "`step` counts the steps before this one (0 for the first) while the schedule counts from 1, so "
+                "each step got the previous step's rate.", "lr = factor * noam_lr(step + 1, d_model, warmup)"),
+        Mistake("factor ignored", _step_with(use_factor=False),
+                "the schedule is scaled by `factor`: the rate is factor times the paper's.",
+                "lr = factor * noam_lr(step + 1, d_model, warmup)"),
+        Mistake("learning rate not given to the optimizer", _step_with(set_lr=False),
+                "computing the rate changes nothing until the optimizer uses it; yours kept its own (the check's "
+                "optimizer starts at lr = 1.0).", "for group in optimizer.param_groups: group['lr'] = lr"),
+        Mistake("optimizer.zero_grad() forgotten", _step_with(zero_grad="never"),
+                "backward() adds to the gradients already there: without clearing them, each step also applies "
+                "the gradients of every earlier step (the first step is right, the second is not).",
+                "optimizer.zero_grad() before loss.backward()"),
+        Mistake("gradients cleared between backward and step", _step_with(zero_grad="between"),
+                "zero_grad() after backward() throws away the gradients just computed, so the step moves nothing.",
+                "optimizer.zero_grad(); loss.backward(); optimizer.step()  # in this order"),
+        Mistake("model left in eval mode", _step_with(train_mode=False),
+                "the model may come from an evaluation, with dropout off; training needs dropout on, so the step "
+                "switches the model to training mode itself.", "model.train() at the start of train_step"),
+    ],
+    forbidden=(train_step,),  # written here, not in tfm_ref, so not forbidden by default
+    allowed=TRAINING_PIECES,
+    output_names=("loss of each step", "learning rate of each step", "size of each step's update ‖Δθ‖"),
+)
+
+
+# --------------------------------------------------------------------------- 3. the training loop
+
+PAPER_ADAM = dict(betas=(0.9, 0.98), eps=1e-9)  # Vaswani et al. 2017, §5.3
+
+
+def fit(model: nn.Module, batches, *, d_model: int, warmup: int, factor: float = 1.0,
+        smoothing: float = 0.1) -> list[float]:
+    """Train ``model`` with one `train_step` per batch (steps 0, 1, …) under Adam with the paper's
+    β = (0.9, 0.98) and ε = 1e-9; returns the loss of every step."""
+    optimizer = torch.optim.Adam(model.parameters(), **PAPER_ADAM)
+    return [train_step(model, optimizer, batch, step, d_model=d_model, warmup=warmup, factor=factor,
+                       smoothing=smoothing)[0] for step, batch in enumerate(batches)]
+
+
+def _fitted(fit_fn):
+    """What the check compares: the losses of ``fit_fn`` on a copy of the model, as a tensor (in a
+    1-tuple, so that messages can name it)."""
+    def losses(model, src, src_mask, tgt, *, d_model, warmup, factor, smoothing):
+        history = fit_fn(copy.deepcopy(model), _batches(src, src_mask, tgt), d_model=d_model, warmup=warmup,
+                         factor=factor, smoothing=smoothing)
+        return (torch.tensor([float(torch.as_tensor(loss).detach()) for loss in history]),)  # (K,)
+    return losses
+
+
+@functools.cache
+def _date_task() -> DateTask:
+    return DateTask()  # builds its tables once (a few seconds); the grader's process keeps it
+
+
+def _fit_config() -> tfm_ref.TransformerConfig:
+    # The date model's layout (Pre-Norm), small enough for a few dozen steps in a second; untied, as above.
+    return tfm_ref.TransformerConfig(vocab_size=len(DATE_VOCAB), d_model=32, n_heads=2, n_encoder_layers=1,
+                                     n_decoder_layers=1, d_ff=64, dropout=0.0, norm_first=True, max_len=64,
+                                     tie_embeddings=False)
+
+
+def _fit_inputs(warmup: int, factor: float):
+    def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+        config = _fit_config()
+        model = _random_model(gen, config)
+        data = _date_task().sample(dims["K"] * dims["B"], gen)  # date strings → ISO, from the training days
+        tgt = torch.cat([data.inp[:, :1], data.target], dim=1)  # (K·B, T + 1): BOS, the ISO date, EOS
+
+        def stacked(t):
+            return t.view(dims["K"], dims["B"], -1)  # (K, B, …)
+
+        return Call(model, stacked(data.src), stacked(data.src_mask), stacked(tgt), d_model=config.d_model,
+                    warmup=warmup, factor=factor, smoothing=0.1)
+    return inputs
+
+
+def _fit_with(*, optimizer_each_step: bool = False, step_of=lambda step: step, adam: dict = PAPER_ADAM):
+    """A training loop with one thing done wrong (the keywords say which)."""
+    def fit_fn(model, batches, *, d_model, warmup, factor=1.0, smoothing=0.1):
+        history, optimizer = [], torch.optim.Adam(model.parameters(), **adam)
+        for step, batch in enumerate(batches):
+            if optimizer_each_step:
+                optimizer = torch.optim.Adam(model.parameters(), **adam)
+            loss, _ = train_step(model, optimizer, batch, step_of(step), d_model=d_model, warmup=warmup,
+                                 factor=factor, smoothing=smoothing)
+            history.append(loss)
+        return history
+    return fit_fn
+
+
+FIT = Exercise(
+    name="fit",
+    key="fit",
+    reference=fit,
+    adapter=_WrappedAdapter(_fitted),
+    # Peak rates of 0.03 at most: higher, the losses of two correct loops part by more than float noise.
+    inputs=_fit_inputs(warmup=10, factor=0.5),
+    arg_names=("model", "src", "src_mask", "tgt"),
+    shapes=[dict(K=5, B=4), dict(K=20, B=8)],
+    visible=[Case("20 steps on the date task (warmup 10, factor 0.5)")],
+    hidden=[Case("16 steps, warmup 6, factor 0.3", dims=dict(K=16, B=8), inputs=_fit_inputs(warmup=6, factor=0.3))],
+    mistakes=[
+        Mistake("a new optimizer every step", _fit_with(optimizer_each_step=True),
+                "Adam keeps running averages of each parameter's gradient and squared gradient; made anew every "
+                "step, they restart from zero, so every update is a first update.",
+                "optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)  # before the loop"),
+        Mistake("the step number never advances", _fit_with(step_of=lambda step: 0),
+                "every call of train_step got the same step number, so the learning rate stayed at its first, tiny "
+                "warmup value.", "for step, batch in enumerate(batches): train_step(model, optimizer, batch, step, …)"),
+        Mistake("steps numbered from 1 in the loop", _fit_with(step_of=lambda step: step + 1),
+                "train_step takes the number of steps before this one (0 for the first) and adds 1 for the schedule "
+                "itself; numbered from 1 in the loop, every rate is one step ahead.",
+                "enumerate(batches), not enumerate(batches, 1)"),
+        Mistake("Adam's default settings", _fit_with(adam={}),
+                "the paper's Adam uses β₂ = 0.98 and ε = 1e-9 (§5.3), not PyTorch's defaults (0.999, 1e-8).",
+                "torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)"),
+    ],
+    forbidden=(fit, train_step),
+    allowed=TRAINING_PIECES,
+    uses=(TRAIN_STEP,),
+    output_names=("loss of each step",),
+    rtol=1e-3,  # the losses of a few dozen Adam steps; tiny float differences grow a little along the way
+    atol=1e-4,
+)
+
+
+# --------------------------------------------------------------------------- 4. greedy decoding without a cache
+
+def _uncached(mistake: Mistake) -> Mistake:
+    """Chapter 8's decoding mistakes, their fixes said without the KV cache the capstone's model lacks."""
+    if mistake.name == "source padding mask not used":
+        return dataclasses.replace(mistake, fix="pass src_mask to model.encode(src, src_mask) and to "
+                                   "model.decode(out, memory, src_mask) at every step.")
+    return mistake
+
+
+GREEDY = dataclasses.replace(
+    CACHED_GREEDY,
+    key="greedy",
+    # tfm_ref's decoding uses its cache; without one, feeding the whole prefix every step gives the same tokens.
+    hidden=[case for case in CACHED_GREEDY.hidden if "KV cache" not in case.label],
+    mistakes=[_uncached(m) for m in CACHED_GREEDY.mistakes if "cache" not in m.name],
+)
+
+EXERCISES = (TRANSFORMER, TRAIN_STEP, FIT, GREEDY)

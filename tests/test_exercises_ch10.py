@@ -1,0 +1,119 @@
+"""Chapter 10 checks beyond tests/test_exercises.py: the notebook's own solutions pass under the guard,
+answers written another way pass too, the checks' inputs are never trained in place, the check's
+training run is one in which a model learns, and a whole tfm_ref model earns nothing.
+"""
+import pytest
+import torch
+from instructor_notebooks import solution_namespace
+from torch import nn
+
+import tfm_ref
+from autograde.exercises import ch10_capstone as chapter
+from autograde.testing import one_thread
+from tfm_ref.losses import label_smoothed_cross_entropy
+from tfm_ref.schedule import noam_lr
+from tfm_ref.tasks import PAD_ID
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with one_thread():
+        yield
+
+
+@pytest.fixture(scope="module")
+def notebook_solutions():
+    return solution_namespace("ch10_capstone")
+
+
+@pytest.mark.parametrize("exercise", chapter.EXERCISES, ids=lambda e: e.key)
+def test_the_notebook_solutions_pass_every_hidden_check_under_the_guard(exercise, notebook_solutions):
+    report = exercise.run(notebook_solutions[exercise.name], hidden=True, seed=0)
+    assert report.passed, report.message
+
+
+def _hand_written_step(model, optimizer, batch, step, *, d_model, warmup, factor=1.0, smoothing=0.1):
+    """A step whose loss and schedule are written out, not taken from tfm_ref: other float roundings."""
+    model.train()
+    tgt = batch["tgt"]
+    log_probs = model(batch["src"], tgt[:, :-1], batch["src_mask"]).log_softmax(-1)  # (B, T, V)
+    target = tgt[:, 1:]
+    per_position = -(1 - smoothing) * log_probs.gather(-1, target[..., None])[..., 0] - smoothing * log_probs.mean(-1)
+    real = target != PAD_ID
+    loss = (per_position * real).sum() / real.sum()
+    s = step + 1
+    lr = factor * d_model**-0.5 * min(s**-0.5, s * warmup**-1.5)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss, lr  # a tensor loss is fine too
+
+
+def _hand_written_fit(model, batches, *, d_model, warmup, factor=1.0, smoothing=0.1):
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, foreach=True)
+    return [_hand_written_step(model, optimizer, batch, step, d_model=d_model, warmup=warmup, factor=factor,
+                               smoothing=smoothing)[0] for step, batch in enumerate(batches)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_step_and_a_loop_written_another_way_pass(seed):
+    assert chapter.TRAIN_STEP.run(_hand_written_step, hidden=True, seed=seed).passed
+    assert chapter.FIT.run(_hand_written_fit, hidden=True, seed=seed).passed
+
+
+@pytest.mark.parametrize("exercise", [chapter.TRAIN_STEP, chapter.FIT], ids=lambda e: e.key)
+def test_the_checks_model_is_not_trained_in_place(exercise):
+    call = exercise.inputs(torch.Generator().manual_seed(0), exercise.shapes[-1], torch.float32)
+    model = call.args[0]
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    exercise.adapter.reference(exercise.reference, exercise.shapes[-1], torch.float32)(*call.args, **call.kwargs)
+    assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
+
+
+@pytest.mark.parametrize("case", [*chapter.FIT.visible, *chapter.FIT.hidden], ids=lambda c: c.label)
+def test_the_checks_training_run_halves_the_loss(case):
+    dims = case.dims or chapter.FIT.shapes[-1]
+    call = (case.inputs or chapter.FIT.inputs)(torch.Generator().manual_seed(0), dims, torch.float32)
+    (losses,) = chapter.FIT.adapter.reference(chapter.fit, dims, torch.float32)(*call.args, **call.kwargs)
+    assert losses[-3:].mean() < 0.6 * losses[0]
+
+
+def test_the_steps_are_those_of_the_schedule_and_dropout_is_on():
+    call = chapter.TRAIN_STEP.inputs(torch.Generator().manual_seed(0), chapter.TRAIN_STEP.shapes[-1], torch.float32)
+    assert not call.args[0].training  # the model reaches the step as after an evaluation
+    losses, rates, updates = chapter.TRAIN_STEP.adapter.reference(chapter.train_step, {}, torch.float32)(
+        *call.args, **call.kwargs)
+    first, warmup = call.kwargs["first_step"], call.kwargs["warmup"]
+    expected = [noam_lr(first + 1 + i, call.kwargs["d_model"], warmup) for i in range(len(rates))]
+    assert torch.allclose(rates, torch.tensor(expected))
+    assert (updates > 0).all()
+    with torch.no_grad():  # the same batch in eval mode scores differently: the step trained with dropout
+        tgt = call.args[3][0]
+        logits = call.args[0].eval()(call.args[1][0], tgt[:, :-1], call.args[2][0])
+        eval_loss = label_smoothed_cross_entropy(logits, tgt[:, 1:], 0.1, PAD_ID)
+    assert not torch.isclose(eval_loss, losses[0])
+
+
+def test_wrapping_tfm_refs_whole_model_earns_nothing():
+    class Transformer(nn.Module):
+        def __init__(self, vocab_size, d_model=512, n_heads=8, d_ff=2048, n_encoder_layers=6, n_decoder_layers=6,
+                     dropout=0.1, norm_first=False, max_len=512):
+            super().__init__()
+            whole = tfm_ref.Transformer(tfm_ref.TransformerConfig(
+                vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, d_ff=d_ff, n_encoder_layers=n_encoder_layers,
+                n_decoder_layers=n_decoder_layers, dropout=dropout, norm_first=norm_first, max_len=max_len))
+            self.__dict__["whole"] = whole  # not a submodule: the parameter names stay tfm_ref's
+            self._modules.update(whole._modules)
+
+        def forward(self, src, tgt, src_mask=None):
+            return self.whole(src, tgt, src_mask)
+
+    report = chapter.TRANSFORMER.run(Transformer, seed=0)
+    assert not report.passed
+    assert "ForbiddenCall" in report.message
+
+
+def test_the_decoding_hints_and_fixes_speak_of_no_cache():
+    assert all("cache" not in mistake.hint + mistake.fix for mistake in chapter.GREEDY.mistakes)
