@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT_INSTALL = $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q
 
-.PHONY: setup sysdeps fonts release book book-strict test clean
+.PHONY: setup sysdeps fonts release book book-strict i18n-update i18n-coverage test clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,11 +46,20 @@ fonts: setup
 release: setup
 	$(BIN)/python -m autograde release
 
+# Every edition of the book (_config.yml's book_editions): English in _build/html, Chinese in _build/html/zh.
 book: release fonts
-	$(BIN)/jupyter-book build .
+	$(BIN)/python locales/build.py
 
 book-strict: release fonts
-	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/python locales/build.py --strict
+
+# The Chinese edition's catalogues (README, "Chinese edition"): extract the English messages, update
+# locales/zh_CN/LC_MESSAGES/*.po (changed paragraphs become fuzzy), show what is left to translate.
+i18n-update: release
+	$(BIN)/python locales/build.py --update
+
+i18n-coverage: setup
+	$(BIN)/python locales/coverage.py
 
 test: setup sysdeps $(PROXY) book-strict
 	$(BIN)/python -m pytest -q

@@ -17,6 +17,10 @@ no note, lacks ``dropdown`` or has a title of the wrong form is a warning (an er
 build). The directive ``{errata-table}`` (option ``:kind: erratum`` or ``clarification``) becomes,
 when the page is written, a count and a table of every box of that kind, in the order of the table
 of contents, each row linking to its box.
+
+Its words (the title words, the tables' headings and counts) come from the site catalogue
+(_ext/translation.py): in another edition a box's title starts with the translated word, or with the
+English one while its page is not translated yet.
 """
 from __future__ import annotations
 
@@ -27,14 +31,15 @@ from docutils.parsers.rst import directives
 from sphinx.addnodes import pending_xref
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
-
 from study_notes import NOTES
+from translation import N_, _
 
 __all__ = ["Box", "ErrataTable", "setup"]
 
 logger = logging.getLogger(__name__)
 
-KINDS = {"erratum": ("Erratum", "errata"), "clarification": ("Clarification", "clarifications")}  # title word, plural
+# The title word and the plural of each kind of box.
+KINDS = {"erratum": (N_("Erratum"), N_("errata")), "clarification": (N_("Clarification"), N_("clarifications"))}
 TITLE_SEPARATOR = " — "
 
 # The errata page links to a box by its anchor; open the box when the address names it.
@@ -89,11 +94,14 @@ def _record_boxes(app, doctree: nodes.document) -> None:
         kinds = [kind for kind in KINDS if kind in node["classes"]]
         if not kinds:
             continue
-        kind, (word, _) = kinds[0], KINDS[kinds[0]]
+        kind, (word, _plural) = kinds[0], KINDS[kinds[0]]
         title = node.next_node(nodes.title).astext()
-        prefix = word + TITLE_SEPARATOR
+        prefix = f"{_(word)}{TITLE_SEPARATOR}"
+        if not title.startswith(prefix):  # a page not translated yet
+            prefix = f"{word}{TITLE_SEPARATOR}"
         if len(kinds) > 1 or not title.startswith(prefix):
-            logger.warning(f"a {kind} box's title must read '{prefix}<what it corrects>', not {title!r}", location=node)
+            logger.warning(f"a {kind} box's title must read '{_(word)}{TITLE_SEPARATOR}<what it corrects>', "
+                           f"not {title!r}", location=node)
         if "dropdown" not in node["classes"]:
             logger.warning(f"{kind} box {title!r} must have the class 'dropdown', so that it shows collapsed",
                            location=node)
@@ -151,7 +159,7 @@ def _table(app, fromdocname: str, boxes: list[Box]) -> nodes.table:
     builder, labels = app.builder, app.env.get_domain("std").labels
     uri = lambda docname, anchor="": builder.get_relative_uri(fromdocname, docname) + (f"#{anchor}" if anchor else "")
     # Three columns, so that the table fits a phone's width; the notes go under the chapter.
-    headers, widths = ("#", "what is corrected", "chapter · notes"), (4, 60, 36)
+    headers, widths = ("#", _("what is corrected"), _("chapter · notes")), (4, 60, 36)
     tgroup = nodes.tgroup(cols=len(headers))
     tgroup += [nodes.colspec(colwidth=width) for width in widths]
     tgroup += nodes.thead("", nodes.row("", *(nodes.entry("", nodes.paragraph(text=h)) for h in headers)))
@@ -159,8 +167,9 @@ def _table(app, fromdocname: str, boxes: list[Box]) -> nodes.table:
     for number, box in enumerate(boxes, start=1):
         where = nodes.entry("", _link(app.env.titles[box.docname].astext(), uri(box.docname)))
         for key in box.notes:
-            docname, labelid, _ = labels.get(NOTES[key].label, (None, "", ""))
-            note = _link(NOTES[key].name, uri(docname, labelid)) if docname else nodes.paragraph(text=NOTES[key].name)
+            docname, labelid, _title = labels.get(NOTES[key].label, (None, "", ""))
+            name = _(NOTES[key].name)
+            note = _link(name, uri(docname, labelid)) if docname else nodes.paragraph(text=name)
             note["classes"].append("errata-note")
             where += note
         body += nodes.row(
@@ -180,13 +189,15 @@ def _fill_tables(app, doctree: nodes.document, fromdocname: str) -> None:
         chosen = [box for box in boxes if box.kind == kind]
         pages = len({box.docname for box in chosen})
         word, plural = KINDS[kind]
-        count = nodes.paragraph(text=f"{len(chosen)} {word.lower() if len(chosen) == 1 else plural} on {pages} "
-                                     f"{'page' if pages == 1 else 'pages'}.")
+        count = nodes.paragraph(text=_("{count} {kind} on {pages} {page}.").format(
+            count=len(chosen), kind=_(word).lower() if len(chosen) == 1 else _(plural), pages=pages,
+            page=_("page") if pages == 1 else _("pages")))
         node.replace_self([count, _table(app, fromdocname, chosen)] if chosen else [count])
 
 
 def setup(app):
     app.setup_extension("study_notes")
+    app.setup_extension("translation")
     app.add_node(errata_table)
     app.add_directive("errata-table", ErrataTable)
     app.add_js_file(None, body=_OPEN_TARGETED_BOX)

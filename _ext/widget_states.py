@@ -12,13 +12,20 @@ Drawing runs in one background thread, started as soon as a page has been read: 
 pages' notebooks execute (the kernel holds a core, this process waits), the figures of earlier
 pages are drawn. The hash in the folder's name covers the recipe and tfm_ref's code, so a rebuild
 draws only what may have changed, and removes the folders that no page uses any more.
+
+Every edition of the book (_ext/languages.py) shows the same figures: ``_widgets/`` sits at the site's
+root, and an edition in a folder of the site links to it and draws nothing the English build drew. Its texts — title,
+labels, alt texts, the note — come from the page's catalogue (_ext/translation.py): the gettext build
+lists them on the snapshot, built without drawing; the messages of refused combinations stay English.
 """
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -27,7 +34,9 @@ from docutils import nodes
 from sphinx.util import logging
 from sphinx.util.osutil import relative_uri
 
-from tfm_ref.widgets.static import StaticRecipe, cached_render, code_fingerprint, static_html
+from languages import site_folder, site_root
+from tfm_ref.widgets.static import STATIC_HINT, StaticRecipe, StaticWidget, cached_render, code_fingerprint, static_html
+from translation import TEXTS, _, has_words, page_translator
 
 FOLDER = "_widgets"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -35,10 +44,10 @@ logger = logging.getLogger(__name__)
 
 
 class _Renderer:
-    """Draws static widgets one at a time, in order of request, into ``<outdir>/_widgets``."""
+    """Draws static widgets one at a time, in order of request, into ``<site>/_widgets``."""
 
-    def __init__(self, outdir: str) -> None:
-        self.root = Path(outdir) / FOLDER
+    def __init__(self, site: Path) -> None:
+        self.root = site / FOLDER
         self.fingerprint = code_fingerprint()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="widget-states")
         self.jobs: dict[str, Future] = {}
@@ -73,7 +82,7 @@ def _renderer(app) -> _Renderer:
     """This process's renderer (a parallel build forks workers, which cannot use the parent's thread)."""
     pid = os.getpid()
     if pid not in _renderers:
-        _renderers[pid] = _Renderer(app.outdir)
+        _renderers[pid] = _Renderer(site_folder(app))
     return _renderers[pid]
 
 
@@ -90,10 +99,28 @@ def _is_html(app) -> bool:
     return app.builder.format == "html"
 
 
+def _texts(widget: StaticWidget) -> list[str]:
+    """What a reader of the static version reads, as messages: numbers and symbols are not."""
+    texts = [widget.title, widget.note, *(c.label for c in widget.controls), *(p.alt for p in widget.panels)]
+    texts += [label for c in widget.controls if c.kind != "checkbox" for label in c.value_labels]
+    return [text for text in texts if has_words(text)]
+
+
+def _translated(manifest: dict, translate: Callable[[str], str]) -> dict:
+    """The manifest with the texts of `_texts` in the page's language."""
+    return {**manifest, "title": translate(manifest["title"]), "note": translate(manifest["note"]),
+            "controls": [{**c, "label": translate(c["label"]), "labels": [translate(label) for label in c["labels"]]}
+                         for c in manifest["controls"]],
+            "panels": [{**p, "alt": translate(p["alt"])} for p in manifest["panels"]]}
+
+
 def _start_drawing(app, doctree) -> None:
     if _is_html(app):
-        for _, recipe in _snapshots(doctree):
+        for _node, recipe in _snapshots(doctree):
             _renderer(app).submit(recipe)
+    elif app.builder.name == "gettext":
+        for node, recipe in _snapshots(doctree):
+            node[TEXTS] = _texts(recipe.build())
 
 
 def _make_widgets_live(app, doctree, docname: str) -> None:
@@ -105,9 +132,11 @@ def _make_widgets_live(app, doctree, docname: str) -> None:
         except Exception as error:  # the page keeps its snapshot; a strict (-W) build fails here
             logger.warning(f"the widget {recipe.factory} has no static version: {error!r}", location=docname)
             continue
-        base = relative_uri(app.builder.get_target_uri(docname), f"{FOLDER}/{name}/")
+        base = relative_uri(app.builder.get_target_uri(docname), f"{site_root(app.config)}{FOLDER}/{name}/")
+        page = static_html(_translated(manifest, page_translator(app.env, docname)), base)
+        page = page.replace(html.escape(STATIC_HINT), html.escape(str(_(STATIC_HINT))))  # the hint static_html adds
         # not replace_self, which would copy the snapshot's classes ("output text_html": the theme's output style)
-        node.parent.replace(node, nodes.raw("", static_html(manifest, base), format="html"))
+        node.parent.replace(node, nodes.raw("", page, format="html"))
 
 
 def _drop_widget_state(app, pagename, templatename, context, doctree) -> None:
@@ -124,18 +153,25 @@ def _finish(app, exception) -> None:
         renderer.pool.shutdown(cancel_futures=True)
         logger.info(f"widget states: {len(renderer.jobs)} widgets, {renderer.drawing:.1f} s drawing them "
                     f"(in the background), {renderer.waiting:.1f} s waiting for them")
-    root = Path(app.outdir) / FOLDER
+    site = site_folder(app)
+    root = site / FOLDER
     if exception is not None or not _is_html(app) or not root.is_dir():
         return
     used = set()
-    for page in Path(app.outdir).rglob("*.html"):  # pages this build did not rewrite count too
+    for page in site.rglob("*.html"):  # every edition's, and pages this build did not rewrite
         used.update(re.findall(rf"{FOLDER}/([^/\"']+)/", page.read_text(encoding="utf-8", errors="replace")))
     for folder in root.iterdir():
         if folder.is_dir() and folder.name not in used:
             shutil.rmtree(folder)
 
 
+def _hint_is_a_site_text(app, config) -> None:
+    config.site_texts = [*config.site_texts, STATIC_HINT]
+
+
 def setup(app):
+    app.setup_extension("translation")
+    app.connect("config-inited", _hint_is_a_site_text)
     app.connect("doctree-read", _start_drawing)
     app.connect("doctree-resolved", _make_widgets_live)
     app.connect("html-page-context", _drop_widget_state, priority=900)  # after myst-nb adds it

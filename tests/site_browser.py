@@ -13,9 +13,11 @@ import re
 import shutil
 import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_SITE", ROOT / "_build" / "html"))
@@ -27,6 +29,12 @@ def skip_unless_built() -> None:
     if not (SITE / "index.html").is_file():
         pytest.skip("the book is not built: run `make book` (or `jupyter-book build .`) first",
                     allow_module_level=True)
+
+
+def edition_folders() -> list[str]:
+    """Where each edition of the book sits in the site (_config.yml's book_editions): "" for English, then "zh/"."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["sphinx"]["config"]
+    return [f"{folder}/" if folder else "" for _language, folder, _name in config["book_editions"]]
 
 
 def toc_pages() -> list[str]:
@@ -85,3 +93,43 @@ def wait(driver, condition, timeout: float = 30.0):
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(driver, timeout, poll_frequency=0.2).until(condition)
+
+
+@contextmanager
+def viewport(browser, width: int):
+    """The browser's page at ``width`` CSS pixels, as a phone (touch, mobile layout) below 576."""
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": width, "height": 844 if width < 576 else 900, "deviceScaleFactor": 1,
+                             "mobile": width < 576})
+    try:
+        yield
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+@contextmanager
+def theme(browser, mode: str):
+    """Every page opened inside shows the site's ``mode`` ("light" or "dark") colour theme."""
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                            {"features": [{"name": "prefers-color-scheme", "value": mode}]})
+    try:
+        yield
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+
+# A widget's figures (the src of each panel's image), for ``browser.execute_script(PANEL_SOURCES, widget)``.
+PANEL_SOURCES = "return Array.from(arguments[0].querySelectorAll('.tfm-widget-panel img')).map(i => i.src);"
+
+# Move a control (arguments[0]) as a reader would: a menu to its next option, a slider one step, a checkbox clicked.
+MOVE_CONTROL = """
+const input = arguments[0];
+if (input.tagName === "SELECT") {
+  input.selectedIndex = (input.selectedIndex + 1) % input.options.length;
+} else if (input.type === "checkbox") {
+  input.checked = !input.checked;
+} else {
+  input.value = Number(input.value) < Number(input.max) ? Number(input.value) + 1 : Number(input.value) - 1;
+}
+input.dispatchEvent(new Event("input", {bubbles: true}));
+"""

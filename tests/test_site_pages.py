@@ -9,10 +9,20 @@ from __future__ import annotations
 import os
 import re
 import urllib.request
-from contextlib import contextmanager
 
 import pytest
-from site_browser import ROOT, SITE, browser, server, shows_code, skip_unless_built, toc_pages, wait  # noqa: F401 (fixtures)
+from site_browser import (  # noqa: F401 (fixtures)
+    ROOT,
+    SITE,
+    browser,
+    server,
+    shows_code,
+    skip_unless_built,
+    theme,
+    toc_pages,
+    viewport,
+    wait,
+)
 
 skip_unless_built()
 
@@ -44,29 +54,6 @@ def _open(browser, server, page: str) -> None:
     wait(browser, lambda d: d.execute_script("return document.readyState") == "complete")
 
 
-@contextmanager
-def _viewport(browser, width: int):
-    """The browser's page at ``width`` CSS pixels, as a phone (touch, mobile layout) below 576."""
-    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                            {"width": width, "height": 844 if width < 576 else 900, "deviceScaleFactor": 1,
-                             "mobile": width < 576})
-    try:
-        yield
-    finally:
-        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-
-
-@contextmanager
-def _theme(browser, mode: str):
-    """Every page opened inside shows the site's ``mode`` ("light" or "dark") colour theme."""
-    browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
-                            {"features": [{"name": "prefers-color-scheme", "value": mode}]})
-    try:
-        yield
-    finally:
-        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
-
-
 # ------------------------------------------------------------------ tables, search, favicon
 
 _VISIBLE_TEXT = """
@@ -94,7 +81,7 @@ def test_tables_that_cells_print_render_as_tables(server, browser):
 
 @pytest.mark.parametrize("width", [DESKTOP, PHONE])
 def test_one_search_field(width, server, browser):
-    with _viewport(browser, width):
+    with viewport(browser, width):
         _open(browser, server, "book/01_attention.html")
         shown = browser.execute_script("""
             return Array.from(document.querySelectorAll('.search-button, .search-button-field, input[type=search]'))
@@ -132,7 +119,7 @@ return Array.from(document.querySelectorAll('div.math')).map(box => {
 @pytest.mark.parametrize("width", [DESKTOP, PHONE])
 def test_display_equations_fit_their_column(width, server, browser):
     too_wide, pages_with_math = [], 0
-    with _viewport(browser, width):
+    with viewport(browser, width):
         for page in PAGES:
             if '<div class="math' not in _source(page):  # display math
                 continue
@@ -224,7 +211,7 @@ def test_every_diagram_source_is_placed_on_a_page():
 @pytest.mark.parametrize("mode", ["light", "dark"])
 @pytest.mark.parametrize("width", [DESKTOP, PHONE])
 def test_diagrams_have_alt_text_a_caption_and_stay_legible(page, mode, width, server, browser):
-    with _viewport(browser, width), _theme(browser, mode):
+    with viewport(browser, width), theme(browser, mode):
         _open(browser, server, page)
         for figure_id in DIAGRAMS[page]:
             shown = browser.execute_script(_DIAGRAM, figure_id)

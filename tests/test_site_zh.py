@@ -1,0 +1,157 @@
+"""Browser tests of the Chinese edition, _build/html/zh (built beside the English site by `make book-strict`).
+
+Every page of the table of contents has a Chinese page; the translated ones (_config.yml's
+translated_pages) show their Chinese text in a CJK font — no missing-glyph boxes — with their math,
+their diagrams' labels in Chinese, and no JavaScript errors; the others say that they are shown in
+English. Every page, in either edition, links to the same page in the other, and back. The Chinese
+search finds pages. (The widgets are tested in both editions by test_site_widgets.py.)
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import quote, urlsplit
+
+import pytest
+import yaml
+from site_browser import (  # noqa: F401 (fixtures)
+    ROOT,
+    SITE,
+    browser,
+    server,
+    skip_unless_built,
+    toc_pages,
+    viewport,
+    wait,
+)
+
+skip_unless_built()
+ZH = "zh/"
+if not (SITE / ZH / "index.html").is_file():
+    pytest.skip("the Chinese edition is not built: run `make book`", allow_module_level=True)
+
+PAGES = toc_pages()
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["sphinx"]["config"]
+TRANSLATED = [f"{name}.html" for name in CONFIG["translated_pages"]["zh_CN"]]
+CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+PHONE = 390
+
+
+def _open(browser, server, page: str) -> None:
+    browser.get_log("browser")  # drop what earlier pages logged
+    browser.get(f"{server}/{page}")
+    wait(browser, lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def _switch(page_html: str) -> str:
+    found = re.findall(r'<a class="btn btn-sm language-switch" href="([^"]+)"', page_html)
+    assert len(found) == 1, f"{len(found)} language switches"
+    return found[0]
+
+
+def test_every_page_has_a_chinese_page():
+    missing = [page for page in (*PAGES, "index.html", "search.html", "genindex.html")
+               if not (SITE / ZH / page).is_file()]
+    assert not missing, f"pages without a Chinese page: {missing}"
+    assert set(TRANSLATED) <= set(PAGES), f"translated_pages names pages outside the table of contents: {TRANSLATED}"
+
+
+def test_the_chinese_edition_reuses_the_english_widget_figures():
+    assert not (SITE / ZH / "_widgets").exists(), "the Chinese edition drew its own widget states"
+    linked = re.findall(r'data-base="([^"]+)"', (SITE / ZH / "book" / "01_attention.html").read_text(encoding="utf-8"))
+    assert linked and all(base.startswith("../../_widgets/") for base in linked), linked
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_switches_to_the_same_page_in_the_other_edition_and_back(page):
+    english = (SITE / page).read_text(encoding="utf-8")
+    chinese_url = urlsplit(_switch(english)).path
+    assert (SITE / page).parent.joinpath(chinese_url).resolve() == (SITE / ZH / page).resolve(), chinese_url
+    back = urlsplit(_switch((SITE / ZH / page).read_text(encoding="utf-8"))).path
+    assert (SITE / ZH / page).parent.joinpath(back).resolve() == (SITE / page).resolve(), back
+
+
+def test_the_switch_round_trips_in_the_browser(server, browser):
+    _open(browser, server, "book/02_multihead.html")
+    browser.find_element("css selector", "a.language-switch").click()
+    wait(browser, lambda d: d.current_url == f"{server}/{ZH}book/02_multihead.html"
+         and CJK.search(d.find_element("css selector", "article section > h1").text))
+    browser.find_element("css selector", "a.language-switch").click()
+    wait(browser, lambda d: d.current_url == f"{server}/book/02_multihead.html"
+         and d.find_element("css selector", "article section > h1").text.startswith("2. Multi-head attention"))
+
+
+def test_the_switch_shows_on_a_phone(server, browser):
+    with viewport(browser, PHONE):
+        _open(browser, server, f"{ZH}book/intro.html")
+        switch = browser.find_element("css selector", "a.language-switch")
+        box = browser.execute_script(
+            "const r = arguments[0].getBoundingClientRect(); return [r.left, r.right, r.width];", switch)
+    assert switch.is_displayed() and box[2] > 0 and 0 <= box[0] and box[1] <= PHONE, f"switch at {box}"
+
+
+# Glyphs of the CJK text of an element (its own text nodes), and the platform fonts Chromium drew them with.
+_OWN_TEXT = "return Array.from(arguments[0].childNodes).filter(n => n.nodeType === 3).map(n => n.textContent).join('');"
+
+
+def _cjk_glyphs_drawn(browser, selector: str) -> tuple[int, int]:
+    """(CJK characters in the element's own text, glyphs drawn from a CJK font there)."""
+    element = browser.find_element("css selector", selector)
+    wanted = len(CJK.findall(browser.execute_script(_OWN_TEXT, element)))
+    browser.execute_cdp_cmd("DOM.enable", {})
+    browser.execute_cdp_cmd("CSS.enable", {})
+    root = browser.execute_cdp_cmd("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+    node = browser.execute_cdp_cmd("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+    fonts = browser.execute_cdp_cmd("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+    return wanted, sum(font["glyphCount"] for font in fonts if "CJK" in font["familyName"])
+
+
+@pytest.mark.parametrize("page", TRANSLATED)
+def test_translated_pages_render_chinese_in_a_cjk_font_with_math_and_no_errors(page, server, browser):
+    _open(browser, server, ZH + page)
+    assert browser.execute_script("return document.documentElement.lang") == "zh-CN"
+    for selector in ("article section > h1", "article section > p"):
+        wanted, drawn = _cjk_glyphs_drawn(browser, selector)
+        assert wanted and drawn >= wanted, f"{page}, {selector}: {drawn} of {wanted} CJK characters drawn in a CJK font"
+    if 'class="math' in (SITE / ZH / page).read_text(encoding="utf-8"):
+        wait(browser, lambda d: d.find_elements("css selector", "mjx-container"))
+        assert not browser.find_elements("css selector", "mjx-merror"), f"{page}: MathJax could not typeset"
+    wait(browser, lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete);"))
+    assert browser.execute_script("return Array.from(document.images).every(i => i.naturalWidth > 0);"), \
+        f"{page}: images that did not load"
+    severe = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not severe, f"{page}: JavaScript console errors: {severe}"
+    assert not browser.find_elements("css selector", ".untranslated"), f"{page} says it is not translated"
+
+
+@pytest.mark.parametrize("page", [page for page in PAGES if page not in TRANSLATED])
+def test_pages_not_yet_translated_say_so(page):
+    assert re.search(r'class="[^"]*\buntranslated\b', (SITE / ZH / page).read_text(encoding="utf-8"))
+
+
+_DIAGRAMS = """
+return Array.from(document.querySelectorAll('figure.diagram')).map(figure => {
+  const svg = figure.querySelector('svg');
+  return {labels: Array.from(svg.querySelectorAll('text')).map(t => t.textContent), alt: svg.getAttribute('aria-label'),
+          width: svg.getBoundingClientRect().width, room: figure.getBoundingClientRect().width};
+});
+"""
+
+
+@pytest.mark.parametrize("page", [p for p in TRANSLATED if 'class="diagram' in (SITE / p).read_text(encoding="utf-8")])
+def test_diagrams_of_translated_pages_speak_chinese_and_fit_a_phone(page, server, browser):
+    with viewport(browser, PHONE):
+        _open(browser, server, ZH + page)
+        diagrams = browser.execute_script(_DIAGRAMS)
+    assert diagrams, f"{page}: no diagram"
+    for diagram in diagrams:
+        assert CJK.search(diagram["alt"]), f"{page}: alt text not translated: {diagram['alt'][:60]}"
+        assert any(CJK.search(label) for label in diagram["labels"]), f"{page}: labels not translated"
+        assert diagram["width"] <= diagram["room"] + 0.5, f"{page}: {diagram['width']} px in {diagram['room']} px"
+
+
+@pytest.mark.parametrize("query, page", [("注意力", "book/01_attention.html"), ("掩码", "book/03_masking.html")])
+def test_chinese_search_finds_pages(query, page, server, browser):
+    browser.get(f"{server}/{ZH}search.html?q={quote(query)}")
+    results = wait(browser, lambda d: d.find_elements("css selector", "#search-results ul.search li"), timeout=30)
+    linked = " ".join(r.find_element("css selector", "a").get_attribute("href") for r in results)
+    assert len(results) >= 2 and page in linked, f"search for {query} found {len(results)} pages: {linked}"
