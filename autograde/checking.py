@@ -30,7 +30,7 @@ In a notebook (the test cells of ``solutions/chNN_slug/chNN_slug.md``)::
 ``check`` raises `CheckFailed` (an ``AssertionError``, so nbgrader scores the cell 0) with a
 message that names the likely mistake; on success it prints one line. In pytest use
 ``Exercise.run(candidate, hidden=True, guarded=False)``, which returns a `Report` (see
-`autograde.testing`). Writing a chapter's exercises: see ``autograde/README.md``.
+`tests/exercise_proofs.py`). Writing a chapter's exercises: see ``autograde/README.md``.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Chapter-specific proofs (forbidden helpers, answers written from scratch) live i
 import pytest
 
 from autograde.exercises import load_all
-from autograde.testing import assert_fails_with_hint, assert_passes, exercise_params, mistake_params, one_thread
+from exercise_proofs import assert_fails_with_hint, assert_passes, exercise_params, mistake_params, one_thread
 
 CHAPTERS = load_all()
 

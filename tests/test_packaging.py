@@ -1,0 +1,59 @@
+"""What each part of the course needs is declared where pip reads it (pyproject.toml): tfm_ref needs
+PyTorch alone, its widgets, its training tools and the grader each an extra of their own."""
+import ast
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+DISTRIBUTION = {"IPython": "ipython", "yaml": "pyyaml"}  # import names that differ from the package's
+TRAINING = ("train.py", "bench.py", "cli.py")
+PARTS = {  # part → (its files, the extras it may use besides the core)
+    "tfm_ref": ([p for p in (ROOT / "tfm_ref").rglob("*.py") if "widgets" not in p.parts and p.name not in TRAINING], ()),
+    "tfm_ref.widgets": (list((ROOT / "tfm_ref" / "widgets").rglob("*.py")), ("widgets",)),
+    "tfm_ref training": ([ROOT / "tfm_ref" / name for name in TRAINING], ("train",)),
+    "autograde": (list((ROOT / "autograde").rglob("*.py")), ("grade",)),
+}
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[\[<>=!~ ;]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+
+
+def _third_party(files: list[Path]) -> dict[str, str]:
+    """Imported top-level module → a file importing it, outside the standard library and the course."""
+    found = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            for module in modules:
+                top = module.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in ("tfm_ref", "autograde"):
+                    found.setdefault(top, str(path.relative_to(ROOT)))
+    return found
+
+
+@pytest.mark.parametrize("part", sorted(PARTS))
+def test_every_import_of_a_part_is_declared_for_it(part):
+    files, extras = PARTS[part]
+    declared = _names(PROJECT["dependencies"] + [r for e in extras for r in PROJECT["optional-dependencies"][e]])
+    missing = {module: path for module, path in _third_party(files).items()
+               if DISTRIBUTION.get(module, module).lower().replace("_", "-") not in declared}
+    assert not missing, f"{part} imports packages its extras do not declare: {missing}"
+
+
+@pytest.mark.parametrize(("module", "absent"), [
+    ("tfm_ref", ("ipywidgets", "matplotlib", "nbgrader")),
+    ("autograde.audit", ("torch", "nbgrader")),
+    ("autograde", ("torch", "nbformat")),
+])
+def test_importing_a_part_loads_nothing_it_does_not_need(module, absent):
+    code = f"import sys, {module}; print(sorted(m for m in {absent!r} if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]", f"importing {module} loaded {result.stdout.strip()}"
