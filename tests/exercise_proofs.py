@@ -11,7 +11,7 @@ from types import ModuleType
 
 import torch
 
-from .checking import Exercise, Mistake
+from autograde.checking import Exercise, Mistake
 
 __all__ = ["exercise_params", "mistake_params", "assert_passes", "assert_fails_with_hint", "one_thread"]
 
