@@ -257,7 +257,8 @@ def test_assignment_goes_round_the_exchange_and_the_feedback_comes_back(hub):
     folders = _ok(hub.api("GET", f"{learner}/api/contents/{A}/feedback"))["content"]
     assert len(folders) == 1
     feedback = _ok(hub.api("GET", f"{learner}/api/contents/{folders[0]['path']}/{A}.html"))["content"]
-    assert f"{A} (Score: 10.0 / 10.0)" in feedback and "BEGIN HIDDEN TESTS" not in feedback
+    assert "Score: 10 / 10" in feedback and f"<title>{A} — {hub.student}</title>" in feedback
+    assert "BEGIN HIDDEN TESTS" not in feedback
 
 
 def test_students_have_no_formgrader_and_cannot_read_the_course(hub):
