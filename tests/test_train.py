@@ -1,6 +1,7 @@
-"""tfm_ref.train: a tiny model learns; resume and data parallelism change nothing."""
+"""tfm_ref.train: a tiny model learns; resume and data parallelism change nothing; bad input is one line."""
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -9,10 +10,23 @@ import sys
 
 import pytest
 import torch
+from cli_errors import BAD_INPUT_EITHER_CLI, error_line
 
+from tfm_ref.cli import SettingsError
 from tfm_ref.decoding import lm_generate
+from tfm_ref.schedule import noam_lr
 from tfm_ref.tasks import IGNORE_INDEX, CopyTask
-from tfm_ref.train import TrainConfig, exact_match, lr_at, model_logits, train
+from tfm_ref.train import (
+    TrainConfig,
+    autocast_dtype,
+    exact_match,
+    lr_at,
+    main,
+    model_logits,
+    restore_rng_state,
+    rng_state,
+    train,
+)
 
 TINY = dict(d_model=64, n_heads=4, d_ff=128, n_decoder_layers=2)
 FAST = dict(task="copy", task_args={"n_digits": 4}, batch_size=64, lr=1e-2, warmup=10, eval_size=200,
@@ -53,18 +67,110 @@ def test_resumed_run_ends_as_an_uninterrupted_run(tmp_path):
         assert torch.equal(a, b), name
 
 
+class _Killed(Exception):
+    """Stands for the process being killed in the middle of a step."""
+
+
+def test_checkpoint_every_saves_between_evaluations_so_a_killed_run_resumes_from_there(tmp_path, monkeypatch):
+    """One evaluation, at the end; a checkpoint every 3 steps. Killed in step 8, the run resumes from
+    step 6 and ends as the uninterrupted run, dropout included (the generators are restored)."""
+    settings = dict(FAST, model={**TINY, "dropout": 0.1}, steps=10, eval_every=10, checkpoint_every=3, log_every=2)
+    whole = train(TrainConfig(**settings, out=str(tmp_path / "whole")))
+    draw = CopyTask.batch_for_step
+
+    def killed_in_step_8(task, step, n, seed):
+        if step == 7:
+            raise _Killed
+        return draw(task, step, n, seed)
+
+    monkeypatch.setattr(CopyTask, "batch_for_step", killed_in_step_8)
+    with pytest.raises(_Killed):
+        train(TrainConfig(**settings, out=str(tmp_path / "killed")))
+    monkeypatch.undo()
+    assert torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=False)["step"] == 6
+    resumed = train(TrainConfig(**settings, out=str(tmp_path / "killed"), resume=True))
+    assert [x["loss"] for x in resumed["losses"]] == [x["loss"] for x in whole["losses"]]
+    for (name, a), (_, b) in zip(whole["model"].state_dict().items(), resumed["model"].state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_checkpoint_holds_and_restores_the_gpu_generator_state(monkeypatch):
+    """On CUDA the GPU's generator state is saved beside the CPU's and set back on resume, from a
+    checkpoint loaded onto any device (CUDA is faked here: the calls are recorded)."""
+    gpu, fake_state = torch.device("cuda", 0), torch.arange(16, dtype=torch.uint8)
+    restored = {}
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": fake_state.clone())
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device="cuda": restored.update(state=state,
+                                                                                                  device=device))
+    file = io.BytesIO()
+    torch.save(rng_state(gpu), file)
+    cpu_draw = torch.rand(3)  # the CPU generator moves on after the save …
+    file.seek(0)
+    restore_rng_state(torch.load(file, weights_only=False), gpu)
+    assert torch.equal(torch.rand(3), cpu_draw)  # … and is set back to where it was
+    assert torch.equal(restored["state"], fake_state) and restored["state"].device.type == "cpu"
+    assert restored["device"] == gpu
+    assert "rng_cuda" not in rng_state(torch.device("cpu"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_resume_with_dropout_is_bit_identical(tmp_path):
+    # the readable attention path in float32: deterministic kernels, so any difference is the generator's
+    settings = dict(FAST, device="cuda", precision="fp32", model={**TINY, "dropout": 0.1, "attn_impl": "eager"},
+                    steps=12, eval_every=4, log_every=2)
+    whole = train(TrainConfig(**settings, out=str(tmp_path / "whole")))
+    train(TrainConfig(**settings, out=str(tmp_path / "split"), stop_after=6))
+    resumed = train(TrainConfig(**settings, out=str(tmp_path / "split"), resume=True))
+    assert [x["loss"] for x in resumed["losses"]] == [x["loss"] for x in whole["losses"]]
+    for (name, a), (_, b) in zip(whole["model"].state_dict().items(), resumed["model"].state_dict().items()):
+        assert torch.equal(a, b), name
+
+
 def test_resume_refuses_a_checkpoint_of_another_model(tmp_path):
     train(TrainConfig(**FAST, steps=2, eval_every=2, out=str(tmp_path)))
-    with pytest.raises(ValueError, match="another task or model"):
+    with pytest.raises(SettingsError, match="another task or model"):
         train(TrainConfig(**{**FAST, "model": {**TINY, "d_model": 32}}, steps=4, eval_every=2, out=str(tmp_path),
                           resume=True))
 
 
+def test_resume_accepts_a_checkpoint_that_differs_only_in_the_attention_path(tmp_path):
+    train(TrainConfig(**FAST, steps=2, eval_every=2, out=str(tmp_path), precision="fp32"))
+    resumed = train(TrainConfig(**{**FAST, "model": {**TINY, "attn_impl": "eager"}}, steps=4, eval_every=2,
+                                out=str(tmp_path), resume=True))
+    assert [e["step"] for e in resumed["evals"]] == [2, 4]
+
+
+def test_evaluations_during_training_use_the_quick_set_and_the_last_one_all_of_it():
+    history = train(TrainConfig(**FAST, steps=4, eval_every=1, quick_eval_size=50))
+    assert [e["examples"] for e in history["evals"]] == [50, 50, 50, FAST["eval_size"]]
+
+
+def test_bf16_on_a_cpu_trains_the_readable_attention_path_unless_told_otherwise():
+    run = lambda **kw: train(TrainConfig(**{**FAST, **kw}, steps=1, device="cpu"))  # noqa: E731
+    bf16, fp32 = run(precision="bf16"), run(precision="fp32")
+    assert (bf16["model_config"]["attn_impl"], bf16["summary"]["precision"]) == ("eager", "bf16")
+    assert (fp32["model_config"]["attn_impl"], fp32["summary"]["precision"]) == ("sdpa", "fp32")
+    assert run(precision="bf16", model={**TINY, "attn_impl": "sdpa"})["model_config"]["attn_impl"] == "sdpa"
+
+
+@pytest.mark.parametrize("capabilities, expected", [({"avx512_bf16": True}, torch.bfloat16),
+                                                    ({"amx_bf16": True}, torch.bfloat16),
+                                                    ({"avx512_bf16": False, "amx_bf16": False}, None)])
+def test_auto_precision_is_bf16_on_cuda_and_on_cpus_with_bf16_instructions(monkeypatch, capabilities, expected):
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities, raising=False)
+    cpu = torch.device("cpu")
+    assert autocast_dtype("auto", cpu) == expected
+    assert autocast_dtype("auto", torch.device("cuda")) == torch.bfloat16
+    assert autocast_dtype("fp32", cpu) is None and autocast_dtype("bf16", cpu) == torch.bfloat16
+
+
 def test_two_process_ddp_matches_one_process(tmp_path):
     """torchrun with 2 CPU processes (gloo) gives the single-process run: same losses, same weights."""
+    # float32: in bf16 a half batch rounds differently from the whole one
     args = ["--task", "copy", "--n-digits", "4", "--steps", "8", "--batch-size", "32", "--eval-every", "8",
             "--eval-size", "100", "--log-every", "2", "--d-model", "32", "--n-heads", "2", "--d-ff", "64",
-            "--n-decoder-layers", "1", "--device", "cpu", "--no-progress"]
+            "--n-decoder-layers", "1", "--device", "cpu", "--precision", "fp32", "--no-progress"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     ddp = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517", "-m",
@@ -112,12 +218,45 @@ def test_learning_rate_warms_up_then_decays_by_cosine():
     assert not math.isnan(lr_at(5, TrainConfig(steps=5, warmup=5)))
 
 
-def test_bad_settings_raise_value_errors():
-    with pytest.raises(ValueError, match="unknown task"):
-        TrainConfig(task="poetry")
-    with pytest.raises(ValueError, match="steps"):
-        TrainConfig(steps=0)
-    with pytest.raises(ValueError, match="resume"):
-        TrainConfig(resume=True)
-    with pytest.raises(ValueError, match="device"):
-        TrainConfig(device="tpu")
+def test_noam_schedule_is_the_2017_curve_with_its_peak_at_lr():
+    cfg = TrainConfig(steps=1000, warmup=100, lr=1e-3, schedule="noam")
+    assert lr_at(99, cfg) == pytest.approx(1e-3)  # step 100, counted from 1 as in the paper: the peak
+    assert lr_at(0, cfg) == pytest.approx(1e-5)  # linear warmup
+    assert lr_at(399, cfg) == pytest.approx(1e-3 / 2)  # then 1/√step: 4× the steps, half the rate
+    ratios = [lr_at(step - 1, cfg) / noam_lr(step, 512, 100) for step in (1, 50, 100, 400, 1000)]
+    assert ratios == pytest.approx([ratios[0]] * len(ratios))
+
+
+@pytest.mark.parametrize("settings, says", [
+    (dict(task="poetry"), "unknown task"), (dict(steps=0), "steps must be at least 1"),
+    (dict(resume=True), "resume"), (dict(device="tpu"), "unknown device 'tpu'"),
+    (dict(schedule="linear"), "unknown schedule"), (dict(schedule="noam", warmup=0), "warmup"),
+    (dict(precision="fp8"), "unknown precision"), (dict(quick_eval_size=-1), "quick_eval_size"),
+    (dict(label_smoothing=1.0), "label_smoothing"),
+])
+def test_bad_settings_raise_errors_naming_them(settings, says):
+    with pytest.raises(SettingsError, match=says):
+        TrainConfig(**settings)
+
+
+def test_help_formats_and_lists_the_options(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    shown = capsys.readouterr().out
+    assert all(option in shown for option in ("--schedule", "--precision", "--quick-eval-size"))
+
+
+@pytest.mark.parametrize("args, says", [
+    *BAD_INPUT_EITHER_CLI,
+    (["--out", "{file}/run"], "cannot write to {file}/run"),
+    (["--export", "{file}/model.pt"], "cannot write to {file}"),
+    (["--task", "poetry"], "invalid choice: 'poetry'"),
+    (["--d-model", "30"], "d_model"),
+])
+def test_cli_bad_input_is_one_error_line_and_exit_status_2(args, says, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    error = error_line(main, ["--task", "copy", "--steps", "2", "--device", "cpu", "--no-progress", *args], capsys,
+                       tmp_path)
+    assert error.startswith("python -m tfm_ref.train: error: ")
+    assert says.format(file=tmp_path / "file") in error

@@ -1,14 +1,20 @@
 """Chapter 9 in numbers — tfm_ref against ``torch.nn.Transformer``, same configuration, same run.
 
     python -m tfm_ref.bench                      # base model (d 512, 8 heads, 6+6 layers), GPU if any
+    python -m tfm_ref.bench --device cpu         # the same widths, at a batch and lengths for a CPU
     python -m tfm_ref.bench --tiny --device cpu  # seconds, for CI
 
 Measures, for both models: training tokens per second (forward, loss, backward, AdamW step),
 eager and ``torch.compile``d, peak memory, and on a GPU the model FLOPs utilisation (MFU: the
 FLOPs the model needs per step, by the formula in `training_flops`, over the device's dense
-bf16 peak). Then the attention kernels alone: the readable eager path against SDPA over
-sequence lengths, time (forward + backward) and peak memory. The last stdout line is JSON with
-``tokens_per_s`` (tfm_ref; compiled when compiling), ``torch_tokens_per_s`` and ``ratio_vs_torch``.
+bf16 peak, looked up by its name in `PEAK_BF16`; none for a GPU not listed there, unless
+--peak-tflops gives it). Then the attention kernels alone: the readable eager path against SDPA
+over sequence lengths, time (forward + backward) and peak memory. The last stdout line is JSON
+with ``tokens_per_s`` (tfm_ref; compiled when compiling), ``torch_tokens_per_s`` and ``ratio_vs_torch``.
+
+Sizes follow the device (`DEVICE_SIZES`) and its free memory: a batch the user did not choose
+is halved until `training_memory` fits, and attention lengths whose `attention_memory` does
+not fit are skipped, with a line saying so.
 
 Both models: embeddings shared by source, target and output head (scaled by √D), sinusoidal
 positions, Post-Norm, ReLU, dropout as configured; on CUDA bf16 autocast and fused AdamW.
@@ -20,8 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
+import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -29,19 +40,43 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .attention import scaled_dot_product_attention, sdpa_attention
+from .cli import OneLineParser, SettingsError, check_writable_folder, pick_device
 from .config import TransformerConfig
 from .positional import sinusoidal_positional_encoding
-from .train import autocast, pick_device, synchronize
+from .train import autocast, synchronize
 from .transformer import Transformer
 
-__all__ = ["BenchConfig", "TorchTransformerLM", "training_flops", "bench_training", "bench_attention", "run", "main"]
+__all__ = ["BenchConfig", "TorchTransformerLM", "training_flops", "peak_bf16_flops", "available_memory",
+           "training_memory", "attention_memory", "fit_to_memory", "bench_training", "bench_attention", "run", "main",
+           "PEAK_BF16", "DEVICE_SIZES", "MEMORY_FRACTION"]
 
-# Dense bf16 tensor-core peaks (FLOP/s) from the vendors' data sheets, for MFU.
-PEAK_BF16 = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12, "L4": 121e12, "A10": 125e12}
+# Dense (not sparse) bf16 tensor-core peaks in FLOP/s, from NVIDIA's data sheets (which print the
+# sparse figure, twice these), for MFU. The first pattern that matches the device name wins, so
+# each variant comes before the plainer name it contains; a name that matches none gets no MFU.
+PEAK_BF16: tuple[tuple[str, str, float], ...] = (
+    (r"\bH100\b.*\bPCIe\b", "H100 PCIe", 756.5e12),
+    (r"\bH100\b.*\bNVL\b", "H100 NVL", 835.5e12),
+    (r"\bH100\b.*\b(SXM|HBM3)", "H100 SXM", 989.4e12),  # "NVIDIA H100 80GB HBM3" is the SXM part
+    (r"\bGH200\b", "GH200", 989.4e12),
+    (r"\bH200\b.*\bNVL\b", "H200 NVL", 835.5e12),
+    (r"\bH200\b", "H200 SXM", 989.4e12),
+    (r"\bA100\b", "A100 (40 or 80 GB, SXM or PCIe)", 312e12),
+    (r"\bL40S\b", "L40S", 362e12),
+    (r"\bL40\b", "L40", 181e12),
+    (r"\bL4\b", "L4", 121e12),
+    (r"\bA10\b", "A10", 125e12),  # not the A10G, whose peak NVIDIA does not publish
+)
+MEMORY_FRACTION = 0.8  # of the free memory, for the estimates below (the rest: the process, other work)
 
 
 @dataclass
 class BenchConfig:
+    """The benchmark's sizes (the defaults: the 2017 base model at a GPU's batch and lengths).
+
+    Raises:
+        SettingsError: a size that cannot work (it names the field and what it accepts).
+    """
+
     d_model: int = 512
     n_heads: int = 8
     n_layers: int = 6  # encoder and decoder each
@@ -55,8 +90,28 @@ class BenchConfig:
     compile: bool = True
     attn_lengths: tuple[int, ...] = (256, 512, 1024, 2048, 4096)
     attn_batch: int = 8
+    peak_tflops: float | None = None  # the device's dense bf16 peak, for a GPU that PEAK_BF16 does not list
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "n_heads", "n_layers", "d_ff", "vocab_size", "batch_size", "seq_len", "steps",
+                     "attn_batch"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.warmup < 0:
+            raise SettingsError(f"warmup must be 0 or more, got {self.warmup}")
+        if self.d_model % self.n_heads:
+            raise SettingsError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise SettingsError(f"dropout must lie in [0, 1), got {self.dropout}")
+        if not self.attn_lengths or min(self.attn_lengths) < 1:
+            raise SettingsError(f"attn_lengths must be positive lengths, got {list(self.attn_lengths)}")
+        if self.peak_tflops is not None and self.peak_tflops <= 0:
+            raise SettingsError(f"peak_tflops must be positive, got {self.peak_tflops}")
 
 
+# What a device runs when the user does not say: the base model's batch and lengths on a GPU; on a
+# CPU the same widths at a batch and lengths that take minutes, not hours.
+DEVICE_SIZES = {"cuda": {}, "cpu": dict(batch_size=8, seq_len=64, attn_lengths=(256, 512, 1024, 2048), attn_batch=2)}
 TINY = dict(d_model=64, n_heads=4, n_layers=1, d_ff=128, vocab_size=100, batch_size=4, seq_len=16, steps=3,
             warmup=1, compile=False, attn_lengths=(16, 32), attn_batch=2)
 
@@ -89,6 +144,11 @@ class TorchTransformerLM(nn.Module):
         return self.lm_head(hidden)  # (B, T, V)
 
 
+def _dtype(device: torch.device) -> torch.dtype | None:
+    """bf16 on a GPU; float32 (None: no autocast) on a CPU, as the recorded CPU results and the widgets assume."""
+    return torch.bfloat16 if device.type == "cuda" else None
+
+
 def training_flops(cfg: BenchConfig) -> float:
     """FLOPs of one training step: 3 × the forward pass (the backward costs twice the forward).
 
@@ -103,6 +163,87 @@ def training_flops(cfg: BenchConfig) -> float:
     return 3.0 * (encoder + decoder + head)
 
 
+def peak_bf16_flops(device_name: str) -> tuple[str, float] | None:
+    """(the part `PEAK_BF16` takes ``device_name`` for, its dense bf16 FLOP/s), or None for a device it does not list."""
+    return next(((part, peak) for pattern, part, peak in PEAK_BF16 if re.search(pattern, device_name)), None)
+
+
+def available_memory(device: torch.device) -> int:
+    """Bytes free for this process: the GPU's free memory, or on a CPU the system's available memory
+    (within the container's limit, where a cgroup sets one)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        kib = re.search(r"MemAvailable:\s+(\d+) kB", meminfo.read_text())
+        free = int(kib.group(1)) * 1024 if kib else os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    else:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    limit, used = Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory.current")
+    if limit.exists() and used.exists() and limit.read_text().strip() != "max":
+        free = min(free, int(limit.read_text()) - int(used.read_text()))
+    return free
+
+
+def training_memory(cfg: BenchConfig, device_type: str = "cuda") -> int:
+    """An upper estimate, in bytes, of one float32 training step of either model at ``cfg``.
+
+    Weights, gradients and AdamW's two moments (16 bytes a parameter); the activations the backward
+    pass keeps, per token and layer (the block's inputs, Q K V, attention output, the FFN's hidden
+    layer before and after ReLU, dropout masks and outputs, the norms' inputs; the decoder has two
+    attentions); the output head's logits with their log-softmax and gradients. Fused attention
+    keeps no B·H·T² weights, except on a CPU with dropout, where PyTorch falls back to the unfused
+    path: then each of the 3 attentions per layer keeps about 7 copies of them, as `attention_memory`
+    counts. `tests/test_bench.py` checks it against measured steps.
+    """
+    b, n, d, f, v, layers = cfg.batch_size, cfg.seq_len, cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.n_layers
+    parameters = v * d + layers * (4 * d * d + 2 * d * f) + layers * (8 * d * d + 2 * d * f)
+    per_token = layers * (16 * d + 4 * f) + layers * (24 * d + 4 * f) + 16 * d  # encoder, decoder, embeddings
+    unfused = device_type == "cpu" and cfg.dropout > 0
+    scores = 3 * layers * 7 * b * cfg.n_heads * n * n if unfused else 0
+    return 4 * (4 * parameters + b * n * per_token + 4 * b * n * v + scores)
+
+
+def attention_memory(cfg: BenchConfig, seq_len: int, path: str) -> int:
+    """An upper estimate, in bytes, of one float32 forward + backward of attention at ``seq_len``.
+
+    Q, K, V, their gradients and the output (8 tensors B·H·T·Dh with temporaries), and for the
+    eager path the B·H·T² scores it keeps: scores, weights and their gradients, about 7 copies.
+    """
+    b, h, head_dim = cfg.attn_batch, cfg.n_heads, cfg.d_model // cfg.n_heads
+    scores = 7 * b * h * seq_len * seq_len if path == "eager" else 0
+    return 4 * (8 * b * h * seq_len * head_dim + scores)
+
+
+def _gib(n_bytes: float) -> str:
+    return f"{n_bytes / 2**30:.1f} GiB"
+
+
+def fit_to_memory(cfg: BenchConfig, memory: int, device_type: str = "cuda",
+                  chosen: Collection[str] = ()) -> tuple[BenchConfig, list[str]]:
+    """``cfg`` with a batch whose `training_memory` on ``device_type`` fits ``memory`` bytes, and notes
+    saying what changed. A batch the user did not choose is halved until it fits.
+
+    Raises:
+        SettingsError: it does not fit at batch 1, or at the batch the user chose (``"batch_size" in chosen``).
+    """
+    need = training_memory(cfg, device_type)
+    if need <= memory:
+        return cfg, []
+    if "batch_size" in chosen:
+        raise SettingsError(f"training at batch {cfg.batch_size} × length {cfg.seq_len} needs about {_gib(need)}, "
+                            f"and {_gib(memory)} is free; choose a smaller --batch-size or --seq-len")
+    batch = cfg.batch_size
+    while batch > 1 and training_memory(replace(cfg, batch_size=batch), device_type) > memory:
+        batch //= 2
+    fitted = replace(cfg, batch_size=batch)
+    if training_memory(fitted, device_type) > memory:
+        raise SettingsError(f"training needs about {_gib(training_memory(fitted, device_type))} even at batch 1, and "
+                            f"{_gib(memory)} is free; choose a smaller --seq-len, --vocab-size or --d-model")
+    return fitted, [f"batch {cfg.batch_size} needs about {_gib(need)} and {_gib(memory)} is free: "
+                    f"training at batch {batch} instead"]
+
+
 def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.device, *, compile: bool,
                    desc: str) -> dict:
     """Time ``cfg.steps`` training steps of ``model`` after ``cfg.warmup`` untimed ones."""
@@ -114,7 +255,7 @@ def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.de
     tgt = torch.randint(3, cfg.vocab_size, (cfg.batch_size, cfg.seq_len + 1), generator=g).to(device)
 
     def step() -> torch.Tensor:
-        with autocast(device):
+        with autocast(device, _dtype(device)):
             logits = forward(run_model, src, tgt[:, :-1])  # (B, T, V)
         loss = F.cross_entropy(logits.float().flatten(0, 1), tgt[:, 1:].flatten())
         loss.backward()
@@ -137,24 +278,37 @@ def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.de
               "tflops": training_flops(cfg) / seconds / 1e12}
     if device.type == "cuda":
         result["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
-        peak = _peak_flops(device)
-        result["mfu"] = None if peak is None else training_flops(cfg) / seconds / peak
+        peak = _peak_flops(cfg, device)
+        result["mfu"] = None if peak is None else training_flops(cfg) / seconds / peak[1]
     return result
 
 
-def _peak_flops(device: torch.device) -> float | None:
-    name = torch.cuda.get_device_name(device)
-    return next((peak for key, peak in PEAK_BF16.items() if key in name), None)
+def _peak_flops(cfg: BenchConfig, device: torch.device) -> tuple[str, float] | None:
+    """(where the figure comes from, the dense bf16 peak in FLOP/s) of ``device``, or None."""
+    if cfg.peak_tflops is not None:
+        return "--peak-tflops", cfg.peak_tflops * 1e12
+    known = peak_bf16_flops(torch.cuda.get_device_name(device))
+    return None if known is None else (f"{known[0]} data sheet", known[1])
 
 
-def bench_attention(cfg: BenchConfig, device: torch.device, repeats: int = 5) -> list[dict]:
-    """Eager attention against SDPA (no mask, as in the encoder): forward + backward time and peak memory."""
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+def bench_attention(cfg: BenchConfig, device: torch.device, repeats: int = 5, memory: int | None = None) -> list[dict]:
+    """Eager attention against SDPA (no mask, as in the encoder): forward + backward time and peak memory.
+
+    A path whose `attention_memory` at a length exceeds ``memory`` bytes (None: no limit) is not
+    run there: its time is None and ``{path}_skipped`` says why, as does a line on stderr.
+    """
+    dtype = _dtype(device) or torch.float32
     head_dim = cfg.d_model // cfg.n_heads
     rows = []
     for n in tqdm(cfg.attn_lengths, desc="attention", leave=False):
         row = {"seq_len": n}
         for name, attend in (("eager", scaled_dot_product_attention), ("sdpa", sdpa_attention)):
+            need = attention_memory(cfg, n, name)
+            if memory is not None and need > memory:
+                row[f"{name}_ms"] = None
+                row[f"{name}_skipped"] = f"needs about {_gib(need)}, {_gib(memory)} is free"
+                tqdm.write(f"attention: {name} at length {n} skipped: {row[f'{name}_skipped']}", file=sys.stderr)
+                continue
             shape = (cfg.attn_batch, cfg.n_heads, n, head_dim)  # (B, H, T, Dh)
             q, k, v = (torch.randn(shape, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
             try:
@@ -179,10 +333,15 @@ def bench_attention(cfg: BenchConfig, device: torch.device, repeats: int = 5) ->
     return rows
 
 
-def run(cfg: BenchConfig, device: torch.device) -> dict:
-    """Every measurement; returns the results (the CLI prints them)."""
+def run(cfg: BenchConfig, device: torch.device, memory: int | None = None) -> dict:
+    """Every measurement; returns the results (the CLI prints them).
+
+    memory: bytes the attention sweep may use (see `bench_attention`); None: ``MEMORY_FRACTION``
+    of what the device has free now.
+    """
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
+    memory = int(MEMORY_FRACTION * available_memory(device)) if memory is None else memory
     model_config = TransformerConfig(cfg.vocab_size, cfg.d_model, cfg.n_heads, None, cfg.n_layers, cfg.n_layers,
                                      cfg.d_ff, cfg.dropout, max_len=cfg.seq_len + 1)
     ours = lambda m, src, tgt: m(src, tgt)  # noqa: E731
@@ -197,46 +356,79 @@ def run(cfg: BenchConfig, device: torch.device) -> dict:
         torch.manual_seed(0)
         results["training"][f"torch_{label}"] = bench_training(
             TorchTransformerLM(cfg, cfg.seq_len + 1), ours, cfg, device, compile=compile, desc=f"nn.Transformer {label}")
-    results["attention"] = bench_attention(cfg, device)
+    results["attention"] = bench_attention(cfg, device, memory=memory)
     best = "compiled" if cfg.compile else "eager"
     ref, base = results["training"][f"tfm_ref_{best}"], results["training"][f"torch_{best}"]
+    peak = _peak_flops(cfg, device) if device.type == "cuda" else None
     results["summary"] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "mode": best, "tokens_per_s": ref["tokens_per_s"], "torch_tokens_per_s": base["tokens_per_s"],
         "ratio_vs_torch": ref["tokens_per_s"] / base["tokens_per_s"], "mfu": ref.get("mfu"),
-        "torch_mfu": base.get("mfu"),
+        "torch_mfu": base.get("mfu"), "peak_tflops": None if peak is None else peak[1] / 1e12,
+        "peak_source": None if peak is None else peak[0],
     }
     return results
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m tfm_ref.bench", description=__doc__.split("\n\n")[0])
+def _parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m tfm_ref.bench", description=__doc__.split("\n\n")[0])
     defaults = BenchConfig()
     for name in ("d_model", "n_heads", "n_layers", "d_ff", "vocab_size", "batch_size", "seq_len", "steps", "warmup",
                  "attn_batch"):
-        p.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"default {getattr(defaults, name)}")
+        cpu = DEVICE_SIZES["cpu"].get(name)
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=None,
+                       help=f"default {getattr(defaults, name)}" + ("" if cpu is None else f" on a GPU, {cpu} on a CPU"))
     p.add_argument("--dropout", type=float, default=None)
-    p.add_argument("--attn-lengths", type=lambda s: tuple(int(x) for x in s.split(",")), default=None,
+    p.add_argument("--attn-lengths", type=_lengths, default=None,
                    help="comma-separated sequence lengths for the attention comparison")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="the GPU's dense bf16 peak in TFLOP/s, for MFU on a GPU that PEAK_BF16 does not list")
+    p.add_argument("--memory-gib", type=float, default=None,
+                   help=f"memory to plan the sizes for (default: {MEMORY_FRACTION:.0%}% of what the device has free)")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile measurements")
     p.add_argument("--tiny", action="store_true", help="a tiny configuration that runs in seconds (CI)")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--out", help="also write the full results here (JSON)")
     return p
 
 
+def _lengths(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 256,512,1024, got {text!r}") from None
+
+
 def main(argv: list[str] | None = None) -> dict:
-    args = _parser().parse_args(argv)
-    options = dict(TINY) if args.tiny else {}
-    options.update({k: v for k, v in vars(args).items() if k in BenchConfig.__dataclass_fields__ and v is not None})
-    if args.no_compile:
-        options["compile"] = False
-    cfg = BenchConfig(**options)
+    """The CLI: measure, print a table, then the summary as the last line of stdout (JSON).
+
+    Bad settings print one line, ``python -m tfm_ref.bench: error: …``, and exit with status 2.
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    chosen = {k: v for k, v in vars(args).items() if k in BenchConfig.__dataclass_fields__ and v is not None}
     try:
         device = pick_device(args.device)
-    except ValueError as error:
-        raise SystemExit(f"error: {error}") from None
-    results = run(cfg, device)
+        options = {**(TINY if args.tiny else DEVICE_SIZES[device.type]), **chosen}
+        if args.no_compile:
+            options["compile"] = False
+        cfg = BenchConfig(**options)
+        if args.memory_gib is not None and args.memory_gib <= 0:
+            raise SettingsError(f"--memory-gib must be positive, got {args.memory_gib}")
+        memory = int(args.memory_gib * 2**30 if args.memory_gib else MEMORY_FRACTION * available_memory(device))
+        if args.out:
+            if Path(args.out).is_dir():
+                raise SettingsError(f"--out {args.out} is a folder; give a file name, e.g. {Path(args.out) / 'bench.json'}")
+            check_writable_folder(Path(args.out).absolute().parent)
+        cfg, notes = fit_to_memory(cfg, memory, device.type, chosen)
+    except SettingsError as error:
+        parser.error(str(error))
+    for note in notes:
+        print(note, file=sys.stderr)
+    results = run(cfg, device, memory)
+    if results["summary"]["device"] != "cpu" and results["summary"]["peak_tflops"] is None:
+        print(f"no MFU: the bf16 peak of {results['summary']['device']} is not in tfm_ref.bench.PEAK_BF16; "
+              f"give it with --peak-tflops", file=sys.stderr)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

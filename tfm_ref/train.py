@@ -13,12 +13,20 @@ What it does, and why:
   run, and every data-parallel rank, sees the same global batch as one uninterrupted process.
   Each rank trains on its slice; the loss is normalised by the *global* count of scored tokens,
   so DDP's gradient average equals the single-process gradient.
-* Learning rate: linear warmup, then cosine decay (a function of the step, nothing to save).
+* Learning rate (`tfm_ref.schedule`, a function of the step, nothing to save): linear warmup,
+  then cosine decay (the default), or the 2017 schedule (``--schedule noam``) with its peak at --lr.
 * Evaluation is exact match on the task's held-out set under teacher forcing: a sequence
   counts as right when every scored position's argmax is right. That is the same as greedy
   decoding's exact match, because greedy decoding only departs from the teacher-forced
-  prefix at the first wrong argmax (`tests/test_train.py` checks the two agree).
-* On CUDA: bf16 autocast, the SDPA attention path, fused AdamW, optional ``torch.compile``.
+  prefix at the first wrong argmax (`tests/test_train.py` checks the two agree). Evaluations
+  during training may use the first ``quick_eval_size`` examples only; the last uses them all.
+* Matrix products in bf16 (autocast) on CUDA and on CPUs with bf16 instructions, where they run
+  several times faster than in float32; there the readable eager attention, which PyTorch's
+  fused CPU kernel does not beat in bf16. On CUDA: the SDPA attention path and fused AdamW.
+  Optional ``torch.compile``.
+* A checkpoint (every ``checkpoint_every`` steps, or at every evaluation) holds the model, the
+  optimizer, and the random generators' states (CPU, and the GPU's on CUDA: dropout draws from
+  them), so that a resumed run ends bit for bit as the uninterrupted one.
 
 Shapes: B batch · S source positions · T target positions · V vocabulary.
 """
@@ -26,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import time
 from contextlib import nullcontext
@@ -35,16 +42,20 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from .cli import OneLineParser, SettingsError, check_device_name, check_writable_folder, pick_device
 from .config import TransformerConfig
+from .losses import label_smoothed_cross_entropy
+from .schedule import SCHEDULES, noam_lr, warmup_cosine_lr
 from .tasks import IGNORE_INDEX, TASKS, Batch, Task, make_task
 from .transformer import DecoderOnlyLM, Transformer
 
-__all__ = ["TrainConfig", "train", "build_model", "model_logits", "exact_match", "lr_at", "autocast", "pick_device",
-           "synchronize", "export_model", "TASK_MODELS", "main"]
+__all__ = ["TrainConfig", "train", "build_model", "model_logits", "exact_match", "lr_at", "autocast", "autocast_dtype",
+           "synchronize", "rng_state", "restore_rng_state", "export_model", "TASK_MODELS", "PRECISIONS", "main"]
+
+PRECISIONS = ("auto", "bf16", "fp32")
 
 # Small models that learn each task quickly: Pre-Norm (stable at a high learning rate),
 # no dropout (the data never repeats, so there is nothing to overfit).
@@ -64,25 +75,31 @@ class TrainConfig:
 
     model: `TransformerConfig` fields overriding `TASK_MODELS[task]` (vocab_size comes from the task).
     task_args: keyword arguments of the task's constructor (e.g. ``{"n_digits": 8}``).
+
+    Raises:
+        SettingsError: a value that cannot work (it names the field and what it accepts).
     """
 
     task: str = "dates"
     steps: int = 2000
     batch_size: int = 256  # global batch, split across data-parallel ranks
-    lr: float = 2e-3
+    lr: float = 2e-3  # the peak learning rate, reached at the end of the warmup
+    schedule: str = "cosine"  # "cosine": warmup then cosine decay; "noam": the 2017 schedule (1/√step decay)
     warmup: int = 100
     min_lr_ratio: float = 0.02  # the cosine decays to lr · min_lr_ratio
     weight_decay: float = 0.01
     label_smoothing: float = 0.0
     grad_clip: float = 1.0
     eval_every: int = 200
-    eval_size: int = 2000
+    eval_size: int = 2000  # held-out examples of the last evaluation
+    quick_eval_size: int = 0  # held-out examples of the evaluations before the last; 0: eval_size
     log_every: int = 10
     checkpoint_every: int = 0  # 0: at every evaluation
     stop_after: int = 0  # stop this invocation after this step (with a checkpoint), to resume later; 0: never
     seed: int = 0
     device: str = "auto"
-    threads: int = 0  # CPU threads for PyTorch; 0 keeps its default (1 is fastest on an oversubscribed CPU)
+    precision: str = "auto"  # "auto": bf16 where the device has bf16 matrix units (see `autocast_dtype`)
+    threads: int = 0  # CPU threads for PyTorch; 0 keeps its default, one per core (1 is fastest on a busy CPU)
     compile: bool = False
     out: str | None = None
     resume: bool = False
@@ -92,26 +109,34 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
-            raise ValueError(f"unknown task {self.task!r}; choose one of {sorted(TASKS)}")
+            raise SettingsError(f"unknown task {self.task!r}; choose one of {sorted(TASKS)}")
         for name in ("steps", "batch_size", "eval_every", "eval_size", "log_every"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if min(self.warmup, self.checkpoint_every, self.stop_after, self.threads) < 0:
-            raise ValueError("warmup, checkpoint_every, stop_after and threads must be non-negative")
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("warmup", "quick_eval_size", "checkpoint_every", "stop_after", "threads"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{name} must be 0 or more, got {getattr(self, name)}")
         if self.lr <= 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
-        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+            raise SettingsError(f"lr must be positive, got {self.lr}")
+        if self.schedule not in SCHEDULES:
+            raise SettingsError(f"unknown schedule {self.schedule!r}; choose one of {list(SCHEDULES)}")
+        if self.schedule == "noam" and self.warmup < 1:
+            raise SettingsError("the noam schedule needs warmup of at least 1 step")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise SettingsError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}")
+        if self.precision not in PRECISIONS:
+            raise SettingsError(f"unknown precision {self.precision!r}; choose one of {list(PRECISIONS)}")
+        check_device_name(self.device)
         if self.resume and not self.out:
-            raise ValueError("resume needs out, the folder holding the checkpoint")
+            raise SettingsError("resume needs out, the folder holding the checkpoint")
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Linear warmup over ``cfg.warmup`` steps, then cosine decay to ``lr · min_lr_ratio``."""
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+    """The learning rate of step ``step`` (0, 1, …): ``cfg.schedule`` with its peak ``cfg.lr`` at the end of warmup."""
+    if cfg.schedule == "noam":
+        # the paper's curve scaled to peak at cfg.lr: its d_model^−0.5 factor cancels, any width will do
+        return cfg.lr * noam_lr(step + 1, 1, cfg.warmup) / noam_lr(cfg.warmup, 1, cfg.warmup)
+    return warmup_cosine_lr(step, cfg.lr, cfg.warmup, cfg.steps, cfg.min_lr_ratio)
 
 
 def build_model(task: Task, overrides: dict | None = None) -> tuple[nn.Module, TransformerConfig]:
@@ -134,43 +159,63 @@ def exact_match(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return right.all(dim=-1)
 
 
-def autocast(device: torch.device):
-    """bf16 autocast on CUDA (matrix products in bf16, reductions in fp32); nothing on CPU."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The dtype matrix products run in under ``precision``: bfloat16, or None for float32.
+
+    "auto" is bf16 on CUDA and on CPUs with bf16 instructions (AVX-512 BF16, AMX), where matrix
+    products run several times faster than in float32; elsewhere bf16 is emulated, so float32.
+    """
+    if precision == "fp32":
+        return None
+    if precision == "bf16" or device.type == "cuda":
+        return torch.bfloat16
+    capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}  # absent in older PyTorch
+    return torch.bfloat16 if capabilities.get("avx512_bf16") or capabilities.get("amx_bf16") else None
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    """Autocast to ``dtype`` (matrix products in it, reductions in fp32); nothing for None."""
+    return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
 @torch.no_grad()
-def _evaluate(model: nn.Module, data: Batch, device: torch.device, chunk: int = 1000) -> tuple[float, float]:
+def _evaluate(model: nn.Module, data: Batch, device: torch.device, dtype: torch.dtype | None,
+              chunk: int = 1000) -> tuple[float, float]:
     """Exact-match accuracy and mean token loss on ``data`` (already on ``device``)."""
     was_training = model.training
     model.eval()
     right, loss_sum = 0, 0.0
     for start in range(0, len(data), chunk):
         part = data[start:start + chunk]
-        with autocast(device):
+        with autocast(device, dtype):
             logits = model_logits(model, part)
         right += int(exact_match(logits, part.target).sum())
-        loss_sum += float(F.cross_entropy(logits.float().flatten(0, 1), part.target.flatten(),
-                                          ignore_index=IGNORE_INDEX, reduction="sum"))
+        loss_sum += float(label_smoothed_cross_entropy(logits.float(), part.target, 0.0, IGNORE_INDEX, reduction="sum"))
     model.train(was_training)
     return right / len(data), loss_sum / int((data.target != IGNORE_INDEX).sum())
-
-
-def pick_device(name: str, local_rank: int = 0) -> torch.device:
-    """"auto" (CUDA when there is one), "cpu", "cuda" (this rank's GPU) or "cuda:N"."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {name} was asked for but CUDA is not available")
-    if name == "cuda":
-        return torch.device("cuda", local_rank)
-    return torch.device(name)
 
 
 def synchronize(device: torch.device) -> None:
     """Wait for the GPU's queued work, so that a clock read after it measures that work."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def rng_state(device: torch.device) -> dict[str, torch.Tensor]:
+    """The states of the generators a training step draws from (dropout): the CPU's, and on CUDA
+    the state of ``device`` — each data-parallel rank draws the same numbers on its own GPU, so
+    rank 0's state is every rank's."""
+    state = {"rng_cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["rng_cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def restore_rng_state(state: dict, device: torch.device) -> None:
+    """Set the generators to a `rng_state` (loaded on any device: the states must be CPU tensors)."""
+    torch.set_rng_state(state["rng_cpu"].cpu())
+    if device.type == "cuda" and "rng_cuda" in state:
+        torch.cuda.set_rng_state(state["rng_cuda"].cpu(), device)
 
 
 def _optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
@@ -217,10 +262,11 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
         cfg: the run's settings; ``overrides`` replace some of its fields (``train(steps=50)``).
     Returns:
         dict with ``config`` (the TrainConfig as a dict), ``model_config``, ``evals`` (a list
-        of {step, time_s, accuracy, eval_loss}), ``losses`` (a list of {step, loss, lr}),
+        of {step, time_s, accuracy, eval_loss, examples}), ``losses`` (a list of {step, loss, lr}),
         ``summary`` (task, steps, accuracy, loss, tokens_per_s, …) and, not JSON, ``model``.
     Raises:
-        ValueError: bad settings, or a checkpoint made with another task or model.
+        SettingsError: bad settings, no such device, an unwritable ``out``, or a checkpoint made with
+        another task or model — all found before the first step.
     """
     cfg = replace(cfg or TrainConfig(), **overrides)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -229,20 +275,27 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
         dist.init_process_group(backend)
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     if cfg.batch_size % world:
-        raise ValueError(f"batch_size {cfg.batch_size} is not divisible by the {world} data-parallel ranks")
+        raise SettingsError(f"batch_size {cfg.batch_size} is not divisible by the {world} data-parallel ranks")
     device = pick_device(cfg.device, int(os.environ.get("LOCAL_RANK", "0")))
+    dtype = autocast_dtype(cfg.precision, device)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 leftovers (the loss, the optimizer) on tensor cores
     out = Path(cfg.out) if cfg.out else None
-    if out is not None and rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
+    if out is not None:
+        check_writable_folder(out)  # now, not when the first checkpoint is due
 
-    task = make_task(cfg.task, **cfg.task_args)
-    torch.manual_seed(cfg.seed)  # same initial weights on every rank
-    model, model_config = build_model(task, cfg.model)
+    model_options = dict(cfg.model)
+    if device.type == "cpu" and dtype is not None:
+        model_options.setdefault("attn_impl", "eager")  # in bf16 PyTorch's fused CPU kernel is slower than this path
+    try:
+        task = make_task(cfg.task, **cfg.task_args)
+        torch.manual_seed(cfg.seed)  # same initial weights on every rank
+        model, model_config = build_model(task, model_options)
+    except ValueError as error:
+        raise SettingsError(f"task {cfg.task}: {error}") from None
     model.to(device)
     optimizer = _optimizer(model, cfg, device)
     history = {"config": asdict(cfg), "model_config": asdict(model_config), "evals": [], "losses": []}
@@ -251,11 +304,12 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
     checkpoint = out / "checkpoint.pt" if out is not None else None
     if cfg.resume and checkpoint.exists():
         state = torch.load(checkpoint, map_location=device, weights_only=False)
-        if state["model_config"] != history["model_config"] or state["config"]["task"] != cfg.task:
-            raise ValueError(f"{checkpoint} was made with another task or model; use a new --out")
+        if _weights_config(state["model_config"]) != _weights_config(history["model_config"]) \
+                or state["config"]["task"] != cfg.task:
+            raise SettingsError(f"{checkpoint} was made with another task or model; use a new --out")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng_cpu"])
+        restore_rng_state(state, device)
         start_step, train_time, tokens_seen = state["step"], state["train_time"], state["tokens"]
         history["evals"], history["losses"] = state["evals"], state["losses"]
 
@@ -265,12 +319,13 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
     if cfg.compile:
         trained = torch.compile(trained)
     eval_data = task.eval_set(cfg.eval_size).to(device)
+    quick_eval_data = eval_data[:cfg.quick_eval_size] if cfg.quick_eval_size else eval_data
     per_rank = cfg.batch_size // world
 
     def save_checkpoint(step: int) -> None:
-        if checkpoint is not None and rank == 0:
+        if rank == 0:
             _save(checkpoint, {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                               "train_time": train_time, "tokens": tokens_seen, "rng_cpu": torch.get_rng_state(),
+                               "train_time": train_time, "tokens": tokens_seen, **rng_state(device),
                                "config": asdict(cfg), "model_config": asdict(model_config),
                                "evals": history["evals"], "losses": history["losses"]})
 
@@ -278,7 +333,6 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
                dynamic_ncols=True)
     running = torch.zeros((), device=device)  # loss summed since the last log, kept on the device: no sync per step
     since_log = 0
-    checkpoint_every = cfg.checkpoint_every or cfg.eval_every
     model.train()
     tick = time.perf_counter()
     for step in range(start_step, cfg.steps):
@@ -288,10 +342,10 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
         batch = task.batch_for_step(step, cfg.batch_size, cfg.seed)  # the same global batch on every rank
         n_scored = int((batch.target != IGNORE_INDEX).sum())
         mine = batch[rank * per_rank:(rank + 1) * per_rank].to(device, non_blocking=True)
-        with autocast(device):
+        with autocast(device, dtype):
             logits = model_logits(trained, mine)  # (B, T, V)
-        loss_sum = F.cross_entropy(logits.float().flatten(0, 1), mine.target.flatten(), ignore_index=IGNORE_INDEX,
-                                   reduction="sum", label_smoothing=cfg.label_smoothing)
+        loss_sum = label_smoothed_cross_entropy(logits.float(), mine.target, cfg.label_smoothing, IGNORE_INDEX,
+                                                reduction="sum")
         # DDP averages gradients over ranks; scaling by world / global count makes that the global mean.
         (loss_sum * (world / n_scored)).backward()
         if cfg.grad_clip > 0:
@@ -304,27 +358,33 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
 
         since_log += 1
         done = step + 1
-        stopping = done == cfg.stop_after
-        evaluate_now = done % cfg.eval_every == 0 or done == cfg.steps
-        if done % cfg.log_every == 0 or evaluate_now or stopping:  # so that a checkpoint leaves nothing unlogged
+        last = done == cfg.steps
+        stopping = done == cfg.stop_after and not last
+        evaluate_now = done % cfg.eval_every == 0 or last
+        scheduled_save = done % cfg.checkpoint_every == 0 if cfg.checkpoint_every else evaluate_now
+        save_now = checkpoint is not None and (scheduled_save or last or stopping)
+        pausing = evaluate_now or save_now or stopping
+        if done % cfg.log_every == 0 or pausing:  # so that a checkpoint leaves nothing unlogged
             if distributed:
                 dist.all_reduce(running)  # each rank holds its share of the mean
             logged, since_log = running.item() / since_log, 0
             running.zero_()
             history["losses"].append({"step": done, "loss": logged, "lr": lr})
             bar.set_postfix(loss=f"{logged:.4f}")
-        if evaluate_now or stopping:
+        if pausing:  # the clock stops: evaluating and saving are not training
             synchronize(device)
             train_time += time.perf_counter() - tick
         if evaluate_now:
-            accuracy, eval_loss = _evaluate(model, eval_data, device)
-            history["evals"].append({"step": done, "time_s": train_time, "accuracy": accuracy, "eval_loss": eval_loss})
+            examples = eval_data if last else quick_eval_data
+            accuracy, eval_loss = _evaluate(model, examples, device, dtype)
+            history["evals"].append({"step": done, "time_s": train_time, "accuracy": accuracy, "eval_loss": eval_loss,
+                                     "examples": len(examples)})
             bar.set_postfix(loss=f"{history['losses'][-1]['loss']:.4f}", acc=f"{accuracy:.4f}")
-            if done % checkpoint_every == 0 or done == cfg.steps:
-                save_checkpoint(done)
-            tick = time.perf_counter()
-        if stopping and done < cfg.steps:
+        if save_now:
             save_checkpoint(done)
+        if pausing:
+            tick = time.perf_counter()
+        if stopping:
             break
     bar.close()
 
@@ -335,6 +395,7 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
         "tokens_per_s": tokens_seen / max(train_time, 1e-9), "train_seconds": train_time,
         "seconds_to_99": _seconds_to(history["evals"], 0.99), "seconds_to_999": _seconds_to(history["evals"], 0.999),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "precision": "bf16" if dtype is not None else "fp32", "threads": torch.get_num_threads(),
         "world_size": world, "compiled": cfg.compile,
         "parameters": sum(p.numel() for p in model.parameters()),
     }
@@ -344,23 +405,32 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
     return history
 
 
+def _weights_config(model_config: dict) -> dict:
+    """What a checkpoint's weights depend on: the model config but the attention path."""
+    return {k: v for k, v in model_config.items() if k != "attn_impl"}
+
+
 # TrainConfig fields the CLI sets one to one, with their types.
 _TRAIN_ARGS = (("steps", int), ("batch_size", int), ("lr", float), ("warmup", int), ("min_lr_ratio", float),
                ("weight_decay", float), ("label_smoothing", float), ("grad_clip", float), ("eval_every", int),
-               ("eval_size", int), ("log_every", int), ("checkpoint_every", int), ("stop_after", int), ("seed", int),
-               ("threads", int))
+               ("eval_size", int), ("quick_eval_size", int), ("log_every", int), ("checkpoint_every", int),
+               ("stop_after", int), ("seed", int), ("threads", int))
 # TransformerConfig fields the CLI can override (the integers first).
 _MODEL_ARGS = ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_len", "dropout", "attn_impl")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m tfm_ref.train", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def _parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m tfm_ref.train", description=__doc__.split("\n\n")[0],
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     defaults = TrainConfig()
     p.add_argument("--task", choices=sorted(TASKS), default=defaults.task)
     for name, kind in _TRAIN_ARGS:
         p.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(defaults, name))
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--schedule", choices=SCHEDULES, default=defaults.schedule,
+                   help="cosine: warmup then cosine decay; noam: the 2017 schedule, peaking at --lr")
+    p.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
+                   help="auto: bf16 autocast on CUDA and on CPUs with bf16 instructions, else fp32")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--out", help="folder for checkpoint.pt and history.json")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if it exists")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
@@ -370,22 +440,32 @@ def _parser() -> argparse.ArgumentParser:
     for name in _MODEL_ARGS[:-2]:
         p.add_argument("--" + name.replace("_", "-"), type=int, help=f"model {name} (default: TASK_MODELS)")
     p.add_argument("--dropout", type=float, help="model dropout (default: TASK_MODELS)")
-    p.add_argument("--attn-impl", choices=["sdpa", "eager"], help="attention path (default sdpa)")
+    p.add_argument("--attn-impl", choices=["sdpa", "eager"],
+                   help="attention path (default: eager on a CPU in bf16, else sdpa)")
     p.add_argument("--n-digits", type=int, help="digits per operand (copy, reverse, sort, addition)")
     return p
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """The CLI: train, then print the summary as the last line of stdout (JSON)."""
-    args = _parser().parse_args(argv)
+    """The CLI: train, then print the summary as the last line of stdout (JSON).
+
+    Bad settings print one line, ``python -m tfm_ref.train: error: …``, and exit with status 2.
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
     model = {name: getattr(args, name) for name in _MODEL_ARGS if getattr(args, name) is not None}
     task_args = {} if args.n_digits is None else {"n_digits": args.n_digits}
-    cfg = TrainConfig(
-        task=args.task, **{name: getattr(args, name) for name, _ in _TRAIN_ARGS}, device=args.device,
-        compile=args.compile, out=args.out, resume=args.resume, progress=not args.no_progress, model=model,
-        task_args=task_args,
-    )
-    history = train(cfg)
+    try:
+        cfg = TrainConfig(
+            task=args.task, **{name: getattr(args, name) for name, _ in _TRAIN_ARGS}, schedule=args.schedule,
+            precision=args.precision, device=args.device, compile=args.compile, out=args.out, resume=args.resume,
+            progress=not args.no_progress, model=model, task_args=task_args,
+        )
+        if args.export:
+            check_writable_folder(Path(args.export).parent)
+        history = train(cfg)
+    except SettingsError as error:
+        parser.error(str(error))
     rank = dist.get_rank() if dist.is_initialized() else 0
     if args.export and rank == 0:
         export_model(args.export, history["model"], TransformerConfig(**history["model_config"]), cfg,
