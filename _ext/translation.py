@@ -17,6 +17,9 @@ the gettext builder extracts (README, "Chinese edition"). This extension adds:
 - the heading anchors of a page stay those of its source (`KeepHeadingSlugs`);
 - a translation that Sphinx cannot use is a warning, not a silent fallback to English
   (`CheckTranslationsApplied`);
+- in an edition, a download of an exercise notebook, ``release/<id>/<id>.ipynb``, is the notebook in the
+  edition's language, ``release/<language>/<id>/<id>.ipynb``, where ``python -m autograde release`` wrote
+  one (`EditionNotebooks`): the catalogues keep the English target;
 - in an edition, when a page is read again (its catalogue changed), every page is written again: they
   show its title (in the navigation, in links) and Sphinx would rewrite only the page itself.
 """
@@ -124,6 +127,22 @@ class CheckTranslationsApplied(SphinxTransform):
                                "or title (a leading '1. ' is a list: write '1\\. ')", location=node)
 
 
+class EditionNotebooks(SphinxTransform):
+    """A chapter's exercise notebook, in the edition's language when it is released in it (else the English)."""
+
+    default_priority = 21  # after Sphinx's Locale transform (20), which makes the translated paragraphs' links
+    NOTEBOOK = re.compile(r"(?P<release>(?:.*/)?release/)(?P<id>[^/]+)/(?P=id)\.ipynb")
+
+    def apply(self, **kwargs) -> None:
+        if not _is_translation(self.config):
+            return
+        for node in self.document.findall(addnodes.download_reference):
+            found = self.NOTEBOOK.fullmatch(node["reftarget"])
+            target = found and f"{found['release']}{self.config.language}/{found['id']}/{found['id']}.ipynb"
+            if target and Path(self.env.relfn2path(target, self.env.docname)[1]).is_file():
+                node["reftarget"] = target
+
+
 def _translate_toc_captions(app, doctree) -> None:
     if _is_translation(app.config) and app.env.docname == app.config.root_doc:
         translate = page_translator(app.env, app.env.docname)
@@ -194,6 +213,7 @@ def setup(app):
     app.add_transform(ProseOnly)
     app.add_transform(KeepHeadingSlugs)
     app.add_transform(CheckTranslationsApplied)
+    app.add_transform(EditionNotebooks)
     app.connect("config-inited", _load_site_catalogue)
     app.connect("doctree-read", _translate_toc_captions, priority=400)  # before the toctree collector (500)
     app.connect("doctree-read", _say_untranslated)

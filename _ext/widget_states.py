@@ -13,10 +13,12 @@ pages' notebooks execute (the kernel holds a core, this process waits), the figu
 pages are drawn. The hash in the folder's name covers the recipe and tfm_ref's code, so a rebuild
 draws only what may have changed, and removes the folders that no page uses any more.
 
-Every edition of the book (_ext/languages.py) shows the same figures: ``_widgets/`` sits at the site's
-root, and an edition in a folder of the site links to it and draws nothing the English build drew. Its texts — title,
-labels, alt texts, the note — come from the page's catalogue (_ext/translation.py): the gettext build
-lists them on the snapshot, built without drawing; the messages of refused combinations stay English.
+Every edition of the book (_ext/languages.py) draws its own figures, in its language (_ext/figure_texts.py),
+into the ``_widgets/`` of its root: the English one at the site's root, another in its folder, and the hash
+covers the edition's figures catalogue too. The widget's texts — title, labels, alt texts, the note — come
+from the page's catalogue (_ext/translation.py); the messages of refused combinations stay English. The
+gettext build lists a snapshot's texts on it, and the messages its figures draw, read from the manifest of
+the English states (drawn only if the English build has not drawn them).
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ from docutils import nodes
 from sphinx.util import logging
 from sphinx.util.osutil import relative_uri
 
-from languages import site_folder, site_root
+from figure_texts import FIGURE_TEXTS, fingerprint
+from languages import edition, site_folder
 from tfm_ref.widgets.static import STATIC_HINT, StaticRecipe, StaticWidget, cached_render, code_fingerprint, static_html
 from translation import TEXTS, _, has_words, page_translator
 
@@ -44,11 +47,10 @@ logger = logging.getLogger(__name__)
 
 
 class _Renderer:
-    """Draws static widgets one at a time, in order of request, into ``<site>/_widgets``."""
+    """Draws static widgets one at a time, in order of request, into ``root``."""
 
-    def __init__(self, site: Path) -> None:
-        self.root = site / FOLDER
-        self.fingerprint = code_fingerprint()
+    def __init__(self, root: Path, fingerprint: str) -> None:
+        self.root, self.fingerprint = root, fingerprint
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="widget-states")
         self.jobs: dict[str, Future] = {}
         self.drawing = self.waiting = 0.0  # seconds: for the build log
@@ -78,11 +80,17 @@ class _Renderer:
 _renderers: dict[int, _Renderer] = {}
 
 
+def _root(app) -> Path:
+    """The edition's ``_widgets``: at the site's root for the root edition (the gettext build too), in the
+    build folder of another edition, whence it is copied into the site."""
+    return (Path(app.outdir) if edition(app.config).prefix else site_folder(app)) / FOLDER
+
+
 def _renderer(app) -> _Renderer:
     """This process's renderer (a parallel build forks workers, which cannot use the parent's thread)."""
     pid = os.getpid()
     if pid not in _renderers:
-        _renderers[pid] = _Renderer(site_folder(app))
+        _renderers[pid] = _Renderer(_root(app), code_fingerprint() + fingerprint(app))
     return _renderers[pid]
 
 
@@ -114,17 +122,21 @@ def _translated(manifest: dict, translate: Callable[[str], str]) -> dict:
             "panels": [{**p, "alt": translate(p["alt"])} for p in manifest["panels"]]}
 
 
+def _is_gettext(app) -> bool:
+    return app.builder.name == "gettext"
+
+
 def _start_drawing(app, doctree) -> None:
-    if _is_html(app):
-        for _node, recipe in _snapshots(doctree):
-            _renderer(app).submit(recipe)
-    elif app.builder.name == "gettext":
-        for node, recipe in _snapshots(doctree):
+    if not (_is_html(app) or _is_gettext(app)):
+        return
+    for node, recipe in _snapshots(doctree):
+        _renderer(app).submit(recipe)
+        if _is_gettext(app):
             node[TEXTS] = _texts(recipe.build())
 
 
 def _make_widgets_live(app, doctree, docname: str) -> None:
-    if not _is_html(app):
+    if not (_is_html(app) or _is_gettext(app)):
         return
     for node, recipe in _snapshots(doctree):
         try:
@@ -132,7 +144,10 @@ def _make_widgets_live(app, doctree, docname: str) -> None:
         except Exception as error:  # the page keeps its snapshot; a strict (-W) build fails here
             logger.warning(f"the widget {recipe.factory} has no static version: {error!r}", location=docname)
             continue
-        base = relative_uri(app.builder.get_target_uri(docname), f"{site_root(app.config)}{FOLDER}/{name}/")
+        if _is_gettext(app):
+            node[FIGURE_TEXTS] = manifest["texts"]
+            continue
+        base = relative_uri(app.builder.get_target_uri(docname), f"{FOLDER}/{name}/")
         page = static_html(_translated(manifest, page_translator(app.env, docname)), base)
         page = page.replace(html.escape(STATIC_HINT), html.escape(str(_(STATIC_HINT))))  # the hint static_html adds
         # not replace_self, which would copy the snapshot's classes ("output text_html": the theme's output style)
@@ -153,12 +168,11 @@ def _finish(app, exception) -> None:
         renderer.pool.shutdown(cancel_futures=True)
         logger.info(f"widget states: {len(renderer.jobs)} widgets, {renderer.drawing:.1f} s drawing them "
                     f"(in the background), {renderer.waiting:.1f} s waiting for them")
-    site = site_folder(app)
-    root = site / FOLDER
+    root = _root(app)
     if exception is not None or not _is_html(app) or not root.is_dir():
         return
     used = set()
-    for page in site.rglob("*.html"):  # every edition's, and pages this build did not rewrite
+    for page in root.parent.rglob("*.html"):  # pages this build did not rewrite too
         used.update(re.findall(rf"{FOLDER}/([^/\"']+)/", page.read_text(encoding="utf-8", errors="replace")))
     for folder in root.iterdir():
         if folder.is_dir() and folder.name not in used:
@@ -171,6 +185,7 @@ def _hint_is_a_site_text(app, config) -> None:
 
 def setup(app):
     app.setup_extension("translation")
+    app.setup_extension("figure_texts")
     app.connect("config-inited", _hint_is_a_site_text)
     app.connect("doctree-read", _start_drawing)
     app.connect("doctree-resolved", _make_widgets_live)

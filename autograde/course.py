@@ -14,8 +14,8 @@ from jupyter_core.paths import jupyter_config_path
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-__all__ = ["ROOT", "SOLUTIONS", "CONFIG_NAME", "assignment_ids", "source_markdown", "released_notebook", "default_root",
-           "nbgrader_config", "tools_on_path"]
+__all__ = ["ROOT", "SOLUTIONS", "CONFIG_NAME", "assignment_ids", "source_markdown", "released_notebook",
+           "translated_notebook", "default_root", "nbgrader_config", "tools_on_path"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
@@ -37,6 +37,11 @@ def source_markdown(assignment: str, solutions: Path = SOLUTIONS) -> Path:
 def released_notebook(assignment: str, root: Path = ROOT) -> Path:
     """Where nbgrader writes the student version: ``release/<id>/<id>.ipynb``."""
     return root / "release" / assignment / f"{assignment}.ipynb"
+
+
+def translated_notebook(assignment: str, language: str, root: Path = ROOT) -> Path:
+    """Where release writes the student version in another language: ``release/<language>/<id>/<id>.ipynb``."""
+    return root / "release" / language / assignment / f"{assignment}.ipynb"
 
 
 def _deployment_config() -> Config:

@@ -5,7 +5,13 @@
 2. nbgrader ``generate_assignment``: solutions and hidden tests removed, checksums and cell
    locks added, the assignment and its grade cells recorded in the gradebook
    → ``release/<id>/<id>.ipynb``, with the students' nbgrader settings beside it
-   (``autograde/student/nbgrader_config.py``: what ``nbgrader validate`` says).
+   (``autograde/student/nbgrader_config.py``: what ``nbgrader validate`` says);
+3. in every language with catalogues of the notebooks (``locales/<language>/LC_MESSAGES/notebooks/<id>.po``):
+   the released notebook with its prose translated (`autograde.notebook_translation`)
+   → ``release/<language>/<id>/<id>.ipynb``, the students' settings beside it. Only a complete translation
+   is written: a notebook with a paragraph whose translation is missing, or fuzzy (its English changed),
+   is not, and its earlier translation is removed, with a warning; the book's page then links the
+   English one. Grading takes a submission's code cells by nbgrader's cell ids, whatever the language.
 
 Idempotent: running it twice gives the same files.
 """
@@ -19,9 +25,13 @@ import jupytext
 import nbformat
 
 from .testcells import GradedCellError, parse_test_cell
-from .course import ROOT, SOLUTIONS, assignment_ids, nbgrader_config, released_notebook, source_markdown, tools_on_path
+from .course import (ROOT, SOLUTIONS, assignment_ids, nbgrader_config, released_notebook, source_markdown, tools_on_path,
+                     translated_notebook)
+from .notebook_translation import catalogue_path, languages, read_translations, translate_notebook
 
 __all__ = ["source_notebook", "release"]
+
+log = logging.getLogger(__name__)
 
 
 def source_notebook(assignment: str, solutions: Path = SOLUTIONS) -> Path:
@@ -49,11 +59,29 @@ def _check_test_cells(assignment: str, source: nbformat.NotebookNode) -> None:
                 raise ValueError(f"{assignment}, test cell {meta.get('grade_id')!r}: {error}") from None
 
 
+def _translate(assignment: str, language: str, root: Path) -> Path | None:
+    """Write the released notebook of ``assignment`` in ``language``, if its catalogue is complete."""
+    target, catalogue = translated_notebook(assignment, language, root), catalogue_path(root, language, assignment)
+    try:
+        if not catalogue.is_file():
+            raise ValueError(f"it has no catalogue, {catalogue} (python locales/build.py --update-notebooks)")
+        notebook = translate_notebook(nbformat.read(released_notebook(assignment, root), 4),
+                                      read_translations(catalogue))
+    except ValueError as why:
+        shutil.rmtree(target.parent, ignore_errors=True)  # a translation of an older English would mislead
+        log.warning("%s is not released in %s: %s", assignment, language, why)
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+    shutil.copyfile(STUDENT_CONFIG, target.parent / STUDENT_CONFIG.name)
+    return target
+
+
 def release(assignments: list[str] | None = None, db_url: str | None = None, root: Path = ROOT) -> list[Path]:
-    """Generate ``release/<id>/<id>.ipynb`` for each assignment (all by default).
+    """Generate ``release/<id>/<id>.ipynb`` for each assignment (all by default), and its translations.
 
     Returns:
-        the released notebooks' paths.
+        the released notebooks' paths: the assignments', then their translations'.
     Raises:
         RuntimeError: nbgrader reports an error (e.g. bad cell metadata).
     """
@@ -74,4 +102,5 @@ def release(assignments: list[str] | None = None, db_url: str | None = None, roo
         notebook = released_notebook(assignment, root)
         shutil.copyfile(STUDENT_CONFIG, notebook.parent / STUDENT_CONFIG.name)  # for `nbgrader validate` there
         released.append(notebook)
-    return released
+    translated = [_translate(assignment, language, root) for language in languages(root) for assignment in assignments]
+    return released + [path for path in translated if path]

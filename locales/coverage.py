@@ -1,12 +1,16 @@
-"""How much of each page is translated, read from the catalogues in locales/<language>/LC_MESSAGES/.
+"""How much of each page, exercise notebook and figure is translated, read from the catalogues in
+locales/<language>/LC_MESSAGES/ (book/<page>.po, site.po, figures.po, notebooks/<id>.po).
 
-    python locales/coverage.py      # make i18n-coverage: per edition and page, translated / total, fuzzy, untranslated
+    python locales/coverage.py      # make i18n-coverage: per edition and catalogue, translated / total, fuzzy,
+                                    # untranslated
 
 A message is translated when it has a translation that is not marked fuzzy (sphinx-intl marks fuzzy
 the entry of an English paragraph that changed, keeping its old translation for the translator to
 revisit). The catalogues say what the English was when they were last updated: after an English
-change, `make i18n-update` first. The pages of ``translated_pages`` (_config.yml) are released: they
-must stay at 100 % (tests/test_translation_coverage.py checks them against messages extracted afresh).
+change, `make i18n-update` first. The pages of ``translated_pages`` (_config.yml), every exercise
+notebook, the site's catalogue and the figures' are released: they must stay at 100 %
+(tests/test_translation_coverage.py checks them against messages extracted afresh); a notebook's
+translation is released with the notebook (`python -m autograde release`) only while it is complete.
 """
 from __future__ import annotations
 
@@ -19,14 +23,18 @@ import yaml
 from babel.messages.pofile import read_po
 from sphinx_intl.basic import update
 
+from autograde.course import assignment_ids
+from autograde.notebook_translation import CATALOGUES
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCALES = ROOT / "locales"
 SITE = "site"  # the site catalogue (_ext/translation.py): titles, the extensions' words
+FIGURES = "figures"  # the words of the figures that code draws (_ext/figure_texts.py)
 
 
 @dataclass(frozen=True)
 class Coverage:
-    page: str  # the catalogue's domain: book/intro, or site
+    page: str  # the catalogue's domain: book/intro, site, or notebooks/ch01_attention
     translated: int
     fuzzy: int
     untranslated: int
@@ -64,19 +72,21 @@ def coverage_after_update(pot_dir: Path, locale_dir: Path, language: str, work_d
 
 
 def released() -> dict[str, list[str]]:
-    """The pages each language has released (``translated_pages`` in _config.yml), the site catalogue included."""
+    """The catalogues each language has released: the site's, the figures', the pages' of ``translated_pages``
+    (_config.yml) and every exercise notebook's."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["sphinx"]["config"]
-    return {language: [SITE, *pages] for language, pages in config["translated_pages"].items()}
+    notebooks = [f"{CATALOGUES}/{assignment}" for assignment in assignment_ids()]
+    return {language: [SITE, FIGURES, *pages, *notebooks] for language, pages in config["translated_pages"].items()}
 
 
 def report(found: list[Coverage], released_pages: list[str]) -> str:
-    lines = [f"{'page':28} {'translated':>12} {'fuzzy':>6} {'untranslated':>13}"]
+    lines = [f"{'page':32} {'translated':>12} {'fuzzy':>6} {'untranslated':>13}"]
     for c in found:
         mark = "  released" if c.page in released_pages else ""
-        lines.append(f"{c.page:28} {c.translated:5} / {c.total:<4} {c.fuzzy:6} {c.untranslated:13}   "
+        lines.append(f"{c.page:32} {c.translated:5} / {c.total:<4} {c.fuzzy:6} {c.untranslated:13}   "
                      f"{100 * c.translated / max(c.total, 1):5.1f} %{mark}")
     translated, total = sum(c.translated for c in found), sum(c.total for c in found)
-    lines.append(f"{'all':28} {translated:5} / {total:<4} {'':20}   {100 * translated / max(total, 1):5.1f} %")
+    lines.append(f"{'all':32} {translated:5} / {total:<4} {'':20}   {100 * translated / max(total, 1):5.1f} %")
     return "\n".join(lines)
 
 

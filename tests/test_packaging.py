@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-DISTRIBUTION = {"IPython": "ipython", "yaml": "pyyaml"}  # import names that differ from the package's
+# import names that differ from the package's
+DISTRIBUTION = {"IPython": "ipython", "yaml": "pyyaml", "markdown_it": "markdown-it-py"}
 TRAINING = ("train.py", "bench.py", "cli.py")
 PARTS = {  # part → (its files, the extras it may use besides the core)
     "tfm_ref": ([p for p in (ROOT / "tfm_ref").rglob("*.py") if "widgets" not in p.parts and p.name not in TRAINING], ()),

@@ -2,11 +2,9 @@
 validate` in a notebook's folder shows each failed check whole, without the grader's frames or
 kernel noise, and says that it ran the visible checks only."""
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from student_validation import validate
 
 from autograde.classroom import make_course, solved_notebook, write_submission
 from autograde.release import release
@@ -24,12 +22,6 @@ def released(tmp_path_factory):
     return root, notebook
 
 
-def _validate(folder: Path, name: str) -> str:
-    nbgrader = Path(sys.executable).with_name("nbgrader")
-    result = subprocess.run([str(nbgrader), "validate", name], cwd=folder, capture_output=True, text=True, timeout=300)
-    return result.stdout + result.stderr
-
-
 def test_each_released_notebook_has_the_students_settings_beside_it(released):
     _, notebook = released
     assert (notebook.parent / "nbgrader_config.py").read_text().count("CourseValidator.install()") == 1
@@ -39,7 +31,7 @@ def test_validate_says_it_ran_the_visible_checks_only(released):
     root, notebook = released
     solved = write_submission(root / "work", "me", A, solved_notebook(A, root=root)).name
     shutil.copy(root / "work" / "me" / A / solved, notebook.parent / "solved.ipynb")
-    out = _validate(notebook.parent, "solved.ipynb")
+    out = validate(notebook.parent, "solved.ipynb")
     assert "Success! The visible checks pass. The hidden checks" in out
     assert "WARNING" not in out and "ERROR" not in out
 
@@ -48,7 +40,7 @@ def test_a_failed_check_is_shown_whole_without_the_graders_frames(released):
     root, notebook = released
     write_submission(root / "work", "you", A, solved_notebook(A, {"softmax": UNSTABLE}, root=root))
     shutil.copy(root / "work" / "you" / A / f"{A}.ipynb", notebook.parent / "wrong.ipynb")
-    out = _validate(notebook.parent, "wrong.ipynb")
+    out = validate(notebook.parent, "wrong.ipynb")
     assert "VISIBLE CHECKS FAILED IN" in out
     hint = next(line for line in out.splitlines() if "Likely mistake — softmax over the wrong axis" in line)
     assert len(hint.strip()) > 90 and not hint.endswith("...")  # nbgrader would cut it at 90 characters

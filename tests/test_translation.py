@@ -150,3 +150,18 @@ def test_a_translation_sphinx_cannot_use_is_a_warning(tmp_path):
     _, warnings = _build(project, "html", "zh_CN")
     found = _warnings_about(project, warnings)
     assert len(found) == 1 and "WARNING: the translation of '1. Attention' is not used" in found[0], found
+
+
+def test_an_edition_links_the_exercise_notebook_released_in_its_language(tmp_path):
+    project = tmp_path / "book"
+    notebooks = {"release/one": "English one", "release/two": "English two", "release/zh_CN/one": "中文 one"}
+    for folder, text in notebooks.items():
+        (project / folder).mkdir(parents=True)
+        (project / folder / f"{Path(folder).name}.ipynb").write_text(text, encoding="utf-8")
+    (project / "conf.py").write_text(CONF.replace('["_build"]', '["_build", "release"]'), encoding="utf-8")
+    (project / "index.md").write_text("# Exercises\n\nThe {download}`first <release/one/one.ipynb>` and the "
+                                      "{download}`second <release/two/two.ipynb>`.\n", encoding="utf-8")
+    for language, expected in (("en", ["English one", "English two"]), ("zh_CN", ["中文 one", "English two"])):
+        out, _ = _build(project, "html", language)
+        links = re.findall(r'href="(_downloads/[^"]+)"', (out / "index.html").read_text(encoding="utf-8"))
+        assert [(out / link).read_text(encoding="utf-8") for link in links] == expected, language

@@ -1,9 +1,10 @@
-"""The Chinese edition's released pages stay fully translated (locales/coverage.py).
+"""The Chinese edition's released pages and the exercise notebooks stay fully translated (locales/coverage.py).
 
-The messages are extracted afresh from the English sources (the gettext build of locales/build.py)
-and the catalogues are brought in step with them on a copy, as `make i18n-update` would: a released
-page whose English paragraph changed, without its translation being revisited, has a fuzzy or a
-missing entry and fails. A small project shows that the check catches exactly that.
+The messages are extracted afresh from the English sources (the gettext build of locales/build.py; for the
+notebooks, a release into a course root of its own) and the catalogues are brought in step with them on a
+copy, as `make i18n-update` would: a released page or notebook whose English paragraph changed, without its
+translation being revisited, has a fuzzy or a missing entry and fails. A small project and a small notebook
+show that the check catches exactly that.
 """
 from __future__ import annotations
 
@@ -13,9 +14,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 from sphinx.application import Sphinx
 from sphinx.util.docutils import docutils_namespace
+
+from autograde.classroom import make_course
+from autograde.course import assignment_ids
+from autograde.notebook_translation import CATALOGUES, read_translations, translate_notebook
+from autograde.release import release
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "_build" / ".jupyter_cache"
@@ -31,6 +38,7 @@ def _load(name: str):
 
 
 coverage = _load("coverage")
+build = _load("build")
 
 
 def _unfinished(found, pages) -> list:
@@ -41,6 +49,7 @@ def _missing(found, pages) -> list[str]:
     return sorted(set(pages) - {c.page for c in found})
 
 
+@pytest.mark.slow
 @pytest.mark.slow
 def test_released_pages_are_fully_translated(tmp_path):
     if not CACHE.is_dir():
@@ -80,10 +89,10 @@ def _extract(project: Path, page: str) -> Path:
     return project / "_build" / "gettext"
 
 
-def _translate_all(locale_dir: Path) -> None:
+def _translate_all(locale_dir: Path, domain: str = "index") -> None:
     from babel.messages.pofile import read_po, write_po
 
-    path = locale_dir / "zh_CN" / "LC_MESSAGES" / "index.po"
+    path = locale_dir / "zh_CN" / "LC_MESSAGES" / f"{domain}.po"
     with path.open("rb") as file:
         catalogue = read_po(file)
     for message in catalogue:
@@ -107,3 +116,50 @@ def test_a_changed_english_paragraph_fails_the_check_until_its_translation_is_re
     found = coverage.coverage_after_update(_extract(project, changed), locale_dir, "zh_CN", tmp_path / "after")
     assert [(c.page, c.fuzzy, c.untranslated) for c in _unfinished(found, ["index"])] == [("index", 1, 0)]
     assert not _unfinished(coverage.coverage(locale_dir, "zh_CN"), ["index"]), "the check must not touch the catalogues"
+
+
+@pytest.mark.slow
+def test_every_exercise_notebook_is_fully_translated(tmp_path):
+    course = make_course(tmp_path / "course", assignment_ids())
+    release(assignment_ids(), root=course)
+    build.extract_notebooks(tmp_path / "gettext", course)
+    for language, pages in coverage.released().items():
+        notebooks = [page for page in pages if page.startswith(f"{CATALOGUES}/")]
+        found = coverage.coverage_after_update(tmp_path / "gettext", coverage.LOCALES, language, tmp_path / language)
+        assert len(notebooks) == len(assignment_ids())
+        assert not _missing(found, notebooks), f"{language}: notebooks without a catalogue: {_missing(found, notebooks)}"
+        assert not _unfinished(found, notebooks), (
+            f"{language}: notebooks with untranslated or fuzzy messages (run `python locales/build.py "
+            f"--update-notebooks`, translate them, then `make i18n-coverage`): {_unfinished(found, notebooks)}")
+
+
+def _released_notebook(root: Path, intro: str) -> nbformat.NotebookNode:
+    """A course root whose one assignment, ``ex``, is released with ``intro`` as its text."""
+    (root / "solutions" / "ex").mkdir(parents=True, exist_ok=True)
+    (root / "solutions" / "ex" / "ex.md").touch()
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(intro),
+                                               nbformat.v4.new_code_cell("answer = 42")])
+    (root / "release" / "ex").mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, root / "release" / "ex" / "ex.ipynb")
+    return notebook
+
+
+def test_a_changed_notebook_paragraph_becomes_fuzzy_alone_and_is_not_released_until_revisited(tmp_path):
+    course, locale_dir = tmp_path / "course", tmp_path / "course" / "locales"
+    _released_notebook(course, PAGE)
+    build.extract_notebooks(tmp_path / "pot", course)
+    found = coverage.coverage_after_update(tmp_path / "pot", locale_dir, "zh_CN", tmp_path / "new")
+    assert [(c.page, c.untranslated) for c in found] == [(f"{CATALOGUES}/ex", 3)]
+    (locale_dir / "zh_CN").mkdir(parents=True)
+    (tmp_path / "new" / "zh_CN" / "LC_MESSAGES").rename(locale_dir / "zh_CN" / "LC_MESSAGES")
+    _translate_all(locale_dir, f"{CATALOGUES}/ex")
+    assert not _unfinished(coverage.coverage(locale_dir, "zh_CN"), [f"{CATALOGUES}/ex"])
+
+    changed = _released_notebook(course, PAGE.replace("Attention mixes the values.", "Attention averages the values."))
+    build.extract_notebooks(tmp_path / "pot-after", course)
+    found = coverage.coverage_after_update(tmp_path / "pot-after", locale_dir, "zh_CN", tmp_path / "after")
+    assert [(c.page, c.fuzzy, c.untranslated) for c in _unfinished(found, [f"{CATALOGUES}/ex"])] == [
+        (f"{CATALOGUES}/ex", 1, 0)]
+    updated = tmp_path / "after" / "zh_CN" / "LC_MESSAGES" / CATALOGUES / "ex.po"
+    with pytest.raises(ValueError, match="1 messages have no translation, e.g. 'Attention averages the values.'"):
+        translate_notebook(changed, read_translations(updated))

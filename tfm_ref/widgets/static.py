@@ -32,6 +32,7 @@ import torch
 from matplotlib.figure import Figure
 
 from .display import FIGURE_WIDTH, PAGE_DPI, figure_png
+from .figure_text import recording
 
 __all__ = ["Control", "Panel", "StaticWidget", "StaticRecipe", "render", "cached_render", "code_fingerprint",
            "static_html", "single_panel", "STATIC_HINT"]
@@ -166,12 +167,24 @@ def render(widget: StaticWidget, folder: str | Path, dpi: int = PAGE_DPI) -> dic
     Returns:
         the manifest: {"title", "note", "controls": [{"label", "kind", "labels", "initial"}],
         "panels": [{"controls": [control index, …], "alt", "states": {"i-j": file name or
-        {"error": message}}}]}.
+        {"error": message}}}], "texts": the messages the figures drew (`figure_text.recording`)}.
     Raises:
         ValueError: a panel cannot draw the initial state.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    with recording() as texts:
+        panels = _render_panels(widget, folder, dpi)
+    manifest = {"title": widget.title, "note": widget.note, "panels": panels,
+                "controls": [{"label": c.label, "kind": c.kind, "labels": c.value_labels,
+                              "initial": c.values.index(c.initial)} for c in widget.controls],
+                "texts": sorted(texts)}
+    (folder / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+    return manifest
+
+
+def _render_panels(widget: StaticWidget, folder: Path, dpi: int) -> list[dict]:
+    """`render`'s figures: each panel's states, as the manifest lists them."""
     initial = [c.values.index(c.initial) for c in widget.controls]
     panels = []
     for p, panel in enumerate(widget.panels):
@@ -192,11 +205,7 @@ def render(widget: StaticWidget, folder: str | Path, dpi: int = PAGE_DPI) -> dic
                     (folder / drawn[key]).write_bytes(figure_png(figure, dpi=dpi))
             states[_state_key(indices)] = drawn[key]
         panels.append({"controls": columns, "alt": panel.alt, "states": states})
-    manifest = {"title": widget.title, "note": widget.note, "panels": panels,
-                "controls": [{"label": c.label, "kind": c.kind, "labels": c.value_labels, "initial": i}
-                             for c, i in zip(widget.controls, initial)]}
-    (folder / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
-    return manifest
+    return panels
 
 
 @dataclass(frozen=True)
