@@ -25,10 +25,10 @@ import mistune
 import nbformat
 from latex2mathml.converter import convert as tex_to_mathml
 
-__all__ = ["feedback_path", "feedback_html", "write_feedback", "FIX_PREFIX"]
+from .checking import FIX_PREFIX
 
-FIX_PREFIX = "How to fix it: "
-"""Starts the line of a check's message that holds the fix (`autograde.checking.Mistake.fix`)."""
+__all__ = ["feedback_path", "feedback_html", "write_feedback"]
+
 
 _STYLE = """
 :root{color-scheme:light dark;--fg:#1f2328;--bg:#fff;--code:#f6f8fa;--line:#d0d7de;--bad:#b42318;--badbg:#fff5f5;--ok:#1a7f37}
