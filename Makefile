@@ -3,11 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 STAMP := $(VENV)/.installed
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT_INSTALL = $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q
 
-.PHONY: setup sysdeps fonts release book book-strict i18n-update i18n-coverage test clean
+.PHONY: setup sysdeps fonts release book book-strict i18n-update i18n-coverage test test-fast clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,8 +62,14 @@ i18n-update: release
 i18n-coverage: setup
 	$(BIN)/python locales/coverage.py
 
+# Everything, on every core (pytest-xdist: no test writes into the checkout, each releases into a course
+# root of its own). The browser tests read the book that book-strict built.
 test: setup sysdeps $(PROXY) book-strict
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(JOBS)
+
+# The inner loop: the tests not marked slow, without the book or the system packages (README, "Tests").
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow" -n $(JOBS)
 
 clean:
 	rm -rf _build

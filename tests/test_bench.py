@@ -41,6 +41,7 @@ def _models(cfg: BenchConfig):
     return ours, TorchTransformerLM(BenchConfig(**{**TINY, "dropout": 0.0}), cfg.seq_len)
 
 
+@pytest.mark.slow
 def test_bench_cli_runs_on_cpu_and_prints_json_last():
     result = subprocess.run([sys.executable, "-m", "tfm_ref.bench", "--tiny", "--device", "cpu"],
                             capture_output=True, text=True, timeout=180)
@@ -117,6 +118,7 @@ def _measured_training_step(model: torch.nn.Module, cfg: BenchConfig) -> int:
 
 @pytest.mark.parametrize("sizes", [dict(dropout=0.1, seq_len=64, batch_size=8),  # CPU dropout: unfused attention
                                    dict(dropout=0.0, d_model=128, d_ff=512, n_layers=2, seq_len=32, vocab_size=2000)])
+@pytest.mark.slow
 def test_training_memory_is_an_upper_estimate_of_a_measured_step(sizes):
     cfg = BenchConfig(**{**TINY, **sizes})
     config = TransformerConfig(cfg.vocab_size, cfg.d_model, cfg.n_heads, None, cfg.n_layers, cfg.n_layers, cfg.d_ff,

@@ -9,6 +9,8 @@ from autograde.checking import FIX_PREFIX
 from autograde.feedback import feedback_html
 from site_browser import browser, theme, viewport  # noqa: F401 (fixtures)
 
+pytestmark = pytest.mark.slow  # a browser
+
 MESSAGE = ["✗ softmax: hidden check 'huge logits' failed — the output contains NaN or inf where the reference is finite.",
            "Likely mistake — exp without subtracting the maximum: exp(x) overflows to inf for large logits " * 3,
            f"{FIX_PREFIX}subtract the row maximum first: e = torch.exp(x - x.amax(dim, keepdim=True))",

@@ -84,6 +84,7 @@ def test_release_grade_and_export_with_a_postgresql_gradebook(postgres_url, tmp_
     assert not (course / "gradebook.db").exists()  # nothing went to nbgrader's default SQLite file
 
 
+@pytest.mark.slow
 def test_a_gradebook_that_cannot_be_reached_grades_nothing_in_one_line(tmp_path):
     course = make_course(tmp_path / "course", [A])
     write_submission(course / "submitted", "solved", A, "{}")

@@ -31,12 +31,14 @@ def _cli(*args, env=None):
     (["grade", ".", "--out", "x", "--cell-timeout", "soon"], "is not a number"),
     (["release", "ch42_nothing"], "no assignment 'ch42_nothing'"),
 ])
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_status_2(tmp_path, args, message):
     result = _cli(*[str(tmp_path / a) if a in ("no/such/folder", "x") else a for a in args])
     assert result.returncode == 2 and message in result.stderr
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_an_output_folder_that_cannot_be_written_is_refused(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -44,6 +46,7 @@ def test_an_output_folder_that_cannot_be_written_is_refused(tmp_path):
     assert result.returncode == 2 and "cannot write the results" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.slow
 def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path):
     course = make_course(tmp_path / "course", [A])
@@ -62,6 +65,7 @@ def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")
+@pytest.mark.slow
 def test_a_slot_that_dies_costs_one_row_and_is_started_again(tmp_path):
     course = make_course(tmp_path / "course", [A])
     release([A], root=course)

@@ -19,6 +19,8 @@ from site_browser import ROOT, SITE, browser, server, shows_code, skip_unless_bu
 
 skip_unless_built()
 
+pytestmark = pytest.mark.slow  # a browser on the built site
+
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 PAGES = toc_pages()

@@ -25,6 +25,8 @@ from site_browser import (  # noqa: F401 (fixtures)
 
 skip_unless_built()
 
+pytestmark = pytest.mark.slow  # a browser on the built site
+
 CHAPTERS = [page for page in toc_pages() if re.match(r"book/0[1-9]_", page)]
 # Every edition shows the same widgets: the Chinese one (zh/) links to the English build's figures.
 EDITION_CHAPTERS = [folder + page for folder in edition_folders() for page in CHAPTERS]

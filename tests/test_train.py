@@ -34,6 +34,7 @@ FAST = dict(task="copy", task_args={"n_digits": 4}, batch_size=64, lr=1e-2, warm
 
 
 @pytest.mark.parametrize("task", ["copy", "reverse"])
+@pytest.mark.slow
 def test_tiny_model_learns_copy_and_reverse_within_seconds(task):
     history = train(TrainConfig(**{**FAST, "task": task}, steps=200, eval_every=200))
     assert history["summary"]["accuracy"] >= 0.95
@@ -165,6 +166,7 @@ def test_auto_precision_is_bf16_on_cuda_and_on_cpus_with_bf16_instructions(monke
     assert autocast_dtype("fp32", cpu) is None and autocast_dtype("bf16", cpu) == torch.bfloat16
 
 
+@pytest.mark.slow
 def test_two_process_ddp_matches_one_process(tmp_path):
     """torchrun with 2 CPU processes (gloo) gives the single-process run: same losses, same weights."""
     # float32: in bf16 a half batch rounds differently from the whole one
@@ -195,6 +197,7 @@ def test_two_process_ddp_matches_one_process(tmp_path):
         torch.testing.assert_close(weights[0][name], value, rtol=1e-4, atol=1e-5, msg=name)
 
 
+@pytest.mark.slow
 def test_cli_prints_a_json_summary_last(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tfm_ref.train", "--task", "sort", "--n-digits", "3", "--steps", "3", "--batch-size", "8",

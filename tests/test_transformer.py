@@ -49,6 +49,7 @@ def test_padded_source_tokens_never_change_the_output(variant):
 # RoPE gives cross-attention no absolute positions, so an encoder-decoder with RoPE learns to
 # copy far more slowly; RoPE is tested where modern models use it, in the decoder-only LM.
 @pytest.mark.parametrize("variant", [{}, {**LLAMA_STYLE, "positional": "learned"}, VARIANTS[2]])
+@pytest.mark.slow
 def test_a_small_model_learns_to_copy(variant):
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(vocab_size=12, **{**SMALL, **variant}))
@@ -64,6 +65,7 @@ def test_a_small_model_learns_to_copy(variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.slow
 def test_decoder_only_lm_is_causal_and_learns(variant):
     torch.manual_seed(0)
     model = DecoderOnlyLM(TransformerConfig(vocab_size=12, **{**SMALL, **variant}))

@@ -65,6 +65,7 @@ def test_gradient_reaches_every_layer_of_both_layouts():
         assert norms.shape == (4,) and (norms > 0).all() and np.isfinite(norms).all()
 
 
+@pytest.mark.slow
 def test_pre_norm_stack_learns_the_reverse_task():
     losses = train_deep_stack(n_layers=2, d_model=32, norm_first=True, steps=150, lr=3e-3, progress=False)
     assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])
