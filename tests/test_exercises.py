@@ -1,14 +1,19 @@
-"""Every chapter's checks pass the reference and fail each catalogued mistake with its hint.
+"""Every chapter's checks pass the reference and the instructor notebook's solutions, and fail each catalogued
+mistake with its hint.
 
 Chapter-specific proofs (forbidden helpers, answers written from scratch) live in
 ``tests/test_exercises_chNN.py``.
 """
+from functools import cache
+
 import pytest
+from instructor_notebooks import solution_namespace
 
 from autograde.exercises import load_all
 from exercise_proofs import assert_fails_with_hint, assert_passes, exercise_params, mistake_params, one_thread
 
 CHAPTERS = load_all()
+notebook_solutions = cache(solution_namespace)  # assignment → what its instructor notebook defines
 
 
 @pytest.fixture(autouse=True)
@@ -20,6 +25,14 @@ def _one_thread():
 @pytest.mark.parametrize("exercise", exercise_params(CHAPTERS))
 def test_reference_passes_every_check(exercise):
     assert_passes(exercise)
+
+
+@pytest.mark.parametrize("exercise", exercise_params(CHAPTERS))
+def test_the_instructor_notebooks_solutions_pass_every_hidden_check_under_the_guard(exercise):
+    chapter = next(c for c in CHAPTERS if exercise in c.EXERCISES)
+    solutions = notebook_solutions(chapter.__name__.rsplit(".", 1)[1])
+    report = exercise.run(solutions[exercise.name], hidden=True, seed=0)
+    assert report.passed, report.message
 
 
 @pytest.mark.parametrize(("exercise", "mistake"), mistake_params(CHAPTERS))
