@@ -68,7 +68,8 @@ print([b'{SECRET}' in text for text in seen])""")
 
 
 def test_nothing_of_the_course_is_visible(sandbox):
-    visible = value(sandbox, f"import os\nprint(sorted(os.listdir({str(ROOT)!r})))")
+    # A checkout under /tmp is hidden whole by the runner's own /tmp.
+    visible = value(sandbox, f"import os\nprint(sorted(os.listdir({str(ROOT)!r})) if os.path.isdir({str(ROOT)!r}) else [])")
     assert set(visible) <= {"autograde", "tfm_ref", ".venv"}
     home = value(sandbox, "import os\nprint([p for p in ('/root', '/home') if os.path.isdir(p) and os.listdir(p) "
                           "and p not in __import__('sys').prefix])")
