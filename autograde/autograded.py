@@ -18,6 +18,7 @@ records the grades. Here the cells ran in the sandbox (`autograde.session`), so:
 """
 from __future__ import annotations
 
+import glob
 import logging
 import warnings
 from pathlib import Path
@@ -30,7 +31,7 @@ from traitlets.config import Config
 from .gradebook import Recorded, recorded
 from .notebook import GradedCell
 
-__all__ = ["executed_notebook", "write_executed", "stage_files", "Recorder", "nbgrader_log"]
+__all__ = ["executed_notebook", "write_executed", "stage_files", "Recorder", "nbgrader_log", "literal_glob"]
 
 ERROR_NAMES = {"timeout": "Timeout", "crashed": "Crashed", "bad-reply": "BadReply", "skipped": "NotRun"}
 """How a cell that did not finish shows in the notebook (the ``ename`` of its error output)."""
@@ -88,6 +89,16 @@ def stage_files(staging: Path, student: str, assignment: str, timestamp: str | N
             (folder / name).write_text(text)
 
 
+def literal_glob(name: str) -> str:
+    """A file glob that matches exactly ``name``. nbgrader reads a student id as a glob, stripped
+    of surrounding spaces: a student folder named ``*``, ``[0-9]*`` or ``bob `` would otherwise
+    make its autograde step redo other students' submissions instead of its own."""
+    escaped = glob.escape(name)
+    core = escaped.strip()
+    lead = len(escaped) - len(escaped.lstrip())
+    return "".join(f"[{c}]" for c in escaped[:lead]) + core + "".join(f"[{c}]" for c in escaped[lead + len(core):])
+
+
 class Recorder:
     """nbgrader's autograde step, one graded submission at a time (each grading slot has one).
 
@@ -114,7 +125,7 @@ class Recorder:
         """Autograde the staged notebook of ``student``; what the gradebook then holds (None: nothing)."""
         from nbgrader.converters import NbGraderException
 
-        self.coursedir.assignment_id, self.coursedir.student_id = assignment, student
+        self.coursedir.assignment_id, self.coursedir.student_id = assignment, literal_glob(student)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission autoflush notices

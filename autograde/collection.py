@@ -19,6 +19,7 @@ import os
 import posixpath
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,14 +112,17 @@ def _is_timestamp(text: str) -> bool:
 def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: int) -> tuple[Path, dict[str, list[str]]]:
     """Unzip what is safe; the folder holding the student folders, and flags by student.
 
-    A member with an absolute or ``..`` path is skipped; a symlink member is made a symlink
-    only if it points inside its student's folder (otherwise skipped); a member larger than
-    ``max_bytes`` once unpacked is dropped. Each flags the student the member belongs to.
+    A member with an absolute or ``..`` path, one that would be written through a symlink or over
+    something already unpacked, and one that cannot be read (corrupt, encrypted) is skipped; a
+    symlink member is made a symlink only if it points inside its student's folder (otherwise
+    skipped); a member larger than ``max_bytes`` once unpacked is dropped. Each flags the student
+    the member belongs to.
     """
     try:
         zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as error:
+    except (zipfile.BadZipFile, OSError, ValueError) as error:  # ValueError: a name that is not UTF-8
         raise CollectionError(f"{archive} is not a readable zip archive ({error})") from None
+    into = Path(os.path.realpath(into))
     flags: dict[str, list[str]] = {}
     with zf:
         members = zf.infolist()
@@ -127,10 +131,10 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
             name = member.filename
             parts = [p for p in name.split("/") if p not in ("", ".")]
             student = parts[len(top)] if len(parts) > len(top) else ""
-            if name.startswith("/") or ".." in parts or not parts:
+            target = into.joinpath(*parts)
+            if name.startswith("/") or ".." in parts or not parts or _unsafe_target(target, into, member.is_dir()):
                 flags.setdefault(student, []).append("unsafe-zip-member")
                 continue
-            target = into.joinpath(*parts)
             if stat.S_ISLNK(member.external_attr >> 16):
                 link = zf.read(member).decode(errors="replace")
                 resolved = posixpath.normpath(posixpath.join(posixpath.dirname("/".join(parts)), link))
@@ -144,10 +148,27 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
                 target.mkdir(parents=True, exist_ok=True)
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                if not _copy_at_most(zf, member, target, max_bytes):
-                    target.unlink()
-                    flags.setdefault(student, []).append("file-too-large")
+                try:
+                    small = _copy_at_most(zf, member, target, max_bytes)
+                except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error):
+                    small = None  # a corrupt, encrypted or oddly compressed member
+                if not small:
+                    target.unlink(missing_ok=True)
+                    flags.setdefault(student, []).append("file-too-large" if small is False else "unsafe-zip-member")
     return into.joinpath(*top), {s: f for s, f in flags.items() if s}
+
+
+def _unsafe_target(target: Path, into: Path, folder: bool) -> bool:
+    """Would writing ``target`` (under ``into``, a real path) go through a symlink, or onto one or
+    onto a file already there? A link that an earlier member made may point anywhere once followed
+    (its target was checked as written, not as its folders resolve): a member is written only where
+    every folder on its way is a real one, and a file only once."""
+    parent = target.parent
+    while parent != into and not os.path.lexists(parent):
+        parent = parent.parent
+    if os.path.realpath(parent) != str(parent) or os.path.islink(target):
+        return True
+    return os.path.lexists(target) and not (folder and target.is_dir())
 
 
 def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, max_bytes: int) -> bool:

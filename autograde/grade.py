@@ -129,7 +129,8 @@ def _cell(value: object) -> object:
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
     partial = path.with_suffix(".csv.partial")
-    with partial.open("w", newline="", encoding="utf-8") as f:
+    # A student folder whose name is not UTF-8 (os.listdir gives lone surrogates) is written escaped.
+    with partial.open("w", newline="", encoding="utf-8", errors="backslashreplace") as f:
         writer = csv.DictWriter(f, CSV_COLUMNS)
         writer.writeheader()
         for row in rows:

@@ -226,6 +226,8 @@ def _decode_tensor(node: dict, blobs: list[bytes], path: str) -> torch.Tensor:
         raise WireError(f"{path}: unknown dtype {_brief(node['dtype'])}")
     if type(shape) is not list or len(shape) > MAX_DIMS or any(type(s) is not int or s < 0 for s in shape):
         raise WireError(f"{path}: malformed shape {_brief(shape)}")
+    if math.prod(max(s, 1) for s in shape) >= _INT_RANGE:  # an empty tensor's other sizes still make its strides
+        raise WireError(f"{path}: a shape too large for a tensor {_brief(shape)}")
     if type(index) is not int or not 0 <= index < len(blobs):
         raise WireError(f"{path}: no tensor bytes number {_brief(index)}")
     data = blobs[index]

@@ -241,3 +241,12 @@ def test_items_of_a_tuple_output_are_named_and_a_deliberate_dtype_is_not_blamed_
     message = as_double.run(lambda n: torch.zeros(n, dtype=torch.float64)).message
     assert "dtype torch.float64, expected torch.float32." in message and "hard-code" not in message
     assert "do not hard-code float32" in TOY.run(lambda x, factor=2.0: (x * factor).float(), hidden=True).message
+
+
+def test_a_number_returned_as_a_tensor_is_told_to_take_it_out_with_item():
+    def as_tensor(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
+        return torch.tensor(2 * n_layers * n_kv_heads * head_dim * seq_len * batch * bytes_per_elem)
+
+    report = get_exercise("ch02_multihead.kv_cache_bytes").run(as_tensor)
+    assert not report.passed
+    assert "should be a plain int, got a tensor of shape (): take the number out with .item()" in report.message

@@ -99,6 +99,53 @@ def test_a_bad_zip_member_costs_only_its_student(tmp_path):
     assert subs[("bomb", A)].path is None and "file-too-large" in subs[("bomb", A)].flags
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+def test_a_zip_member_is_never_written_through_a_link_or_over_another(tmp_path):
+    """Each link is inside its student's folder as written, but the second is made inside the
+    first, which really is seven folders higher: followed, it leads out of the class. Nothing is
+    written through it, nor over a member already unpacked; a corrupt member is skipped too."""
+    archive, deep = tmp_path / "class.zip", "/".join(f"d{i}" for i in range(8))
+    escape = "../" * 9 + str(tmp_path).lstrip("/")  # from where the link really is: tmp_path
+    _zip_with(archive, [
+        (f"good/{A}/{A}.ipynb", "{}", False),
+        (f"chain/{A}/{A}.ipynb", "{}", False),
+        (f"chain/{deep}/up", "../" * 7, True),
+        (f"chain/{deep}/up/out", escape, True),
+        (f"chain/{deep}/up/out/escaped.txt", "x", False),
+        (f"chain/{deep}/up/dangling", "../" * 9 + "nowhere", True),
+        (f"chain/{deep}/up/dangling/escaped.txt", "x", False),
+        (f"twice/{A}/{A}.ipynb", "{}", False),
+        (f"twice/{A}/{A}.ipynb", "overwritten", False),
+        (f"twice/{A}/link", f"{A}.ipynb", True),
+        (f"twice/{A}/link", "written through", False),
+        (f"corrupt/{A}/{A}.ipynb", "{}", False),
+    ])
+    data = bytearray(archive.read_bytes())
+    at = data.rindex(b"{}")
+    data[at:at + 2] = b"[]"  # the last member's bytes: its CRC no longer holds
+    archive.write_bytes(bytes(data))
+    folder, flags = extract_zip(archive, tmp_path / "out", [A], LIMIT)
+    assert not list(tmp_path.glob("escaped.txt")) and not (tmp_path.parent / "escaped.txt").exists()
+    assert flags == {"chain": ["unsafe-zip-member"] * 4, "twice": ["unsafe-zip-member"] * 2,
+                     "corrupt": ["unsafe-zip-member"]}
+    subs = _by_student(find_submissions(folder, [A], LIMIT, flags))
+    assert subs[("good", A)].flags == () and subs[("chain", A)].path is not None
+    assert (folder / "twice" / A / f"{A}.ipynb").read_text() == "{}"
+    assert subs[("corrupt", A)].path is None and "unsafe-zip-member" in subs[("corrupt", A)].flags
+
+
+def test_a_zip_whose_names_are_not_text_is_a_clear_error(tmp_path):
+    archive = tmp_path / "class.zip"
+    _zip_with(archive, [(f"s1/{A}/{A}.ipynb", "{}", False)])
+    data = bytearray(archive.read_bytes().replace(b"s1/", b"\xff1/"))
+    for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # the "names are UTF-8" flag
+        at = data.index(signature) + offset
+        data[at + 1] |= 0x08
+    archive.write_bytes(bytes(data))
+    with pytest.raises(CollectionError, match="not a readable zip"):
+        extract_zip(archive, tmp_path / "out", [A], LIMIT)
+
+
 def test_a_zip_wrapped_in_one_folder_is_found(tmp_path):
     archive = tmp_path / "class.zip"
     _zip_with(archive, [(f"submitted/s1/{A}/{A}.ipynb", "{}", False), (f"submitted/s2/{A}/{A}.ipynb", "{}", False)])
@@ -121,3 +168,17 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(tmp_path):
         written = list(csv.DictReader(f))
     assert [r["student_id"] for r in written] == ["'=HYPERLINK(\"http://x\")", "'+1", "'-1", "'@SUM(A1)", "plain"]
     assert all(r["flags"].startswith("'=") for r in written) and written[0]["score"] == "1.0"
+
+
+def test_a_student_folder_whose_name_is_not_text_still_gets_its_row(tmp_path):
+    """A folder name with a byte that is not UTF-8 (Python sees it as a lone surrogate) is written
+    escaped, instead of stopping grades.csv, and everyone's row with it."""
+    _notebook(tmp_path / "class", "plain")
+    os.makedirs(os.fsencode(tmp_path / "class") + b"/b\xffd/" + A.encode())
+    subs = find_submissions(tmp_path / "class", [A], LIMIT)
+    rows = [{"student_id": s.student_id, "assignment": A, "notebook": A, "score": 0.0, "max_score": 2.0,
+             "flags": [f"similar-to:{s.student_id}"], "cell_scores": {}} for s in subs]
+    _write_csv(tmp_path / "grades.csv", rows)
+    with (tmp_path / "grades.csv").open(encoding="utf-8") as f:
+        written = list(csv.DictReader(f))
+    assert [r["student_id"] for r in written] == ["b\\udcffd", "plain"] and written[0]["flags"] == "similar-to:b\\udcffd"

@@ -100,6 +100,22 @@ ATTACKS = {
         "class Finder:\n    def find_spec(self, name, path=None, target=None):\n        return None\n"
         "sys.meta_path.insert(0, Finder())\n"
         "import torch\ntorch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True"], {"softmax": WRONG}),
+    # Notebook metadata that lies: a cell claiming to be the locked visible test (holding a right answer),
+    # a test cell of its own worth 100 points, outputs filled in beforehand with active content.
+    "claims_test_cells_in_its_metadata": ([
+        nbformat.v4.new_code_cell(RIGHT, metadata={"nbgrader": {
+            "grade": True, "solution": False, "locked": True, "grade_id": "softmax_visible", "points": 1,
+            "schema_version": 3}}),
+        nbformat.v4.new_code_cell(
+            "print('<script>alert(1)</script>')\nfrom autograde import check\ncheck('ch01_attention.softmax', softmax)",
+            metadata={"nbgrader": {"grade": True, "solution": False, "locked": True, "grade_id": "bonus",
+                                   "points": 100, "schema_version": 3}},
+            outputs=[nbformat.v4.new_output("display_data", {"text/html": "<script>alert(1)</script>"}),
+                     nbformat.v4.new_output("stream", name="stdout", text="✓ softmax: 7 checks passed")])],
+        {"softmax": WRONG}),
+    # The reference computed on inputs the student's code changed in place (it never is: the grader's copy).
+    "mutates_its_inputs_in_place": ([], {"softmax":
+        "def softmax(x, dim=-1):\n    x.fill_(0.0)\n    return torch.full_like(x, 1.0 / x.shape[dim])\n"}),
     # Outputs that lie about comparisons.
     "returns_a_lying_tensor": ([], {"softmax":
         "class Always(torch.Tensor):\n    def __eq__(self, other):\n        return True\n"
@@ -168,9 +184,20 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
 }
 
 
+TENSOR_FOR_A_NUMBER = ("def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):\n"
+                       "    return torch.zeros(3)\n")
+# The runner is the student's process: its encoder, patched, sends a shape no tensor can have.
+IMPOSSIBLE_SHAPE = ("def softmax(x, dim=-1):\n    import autograde.wire as w\n"
+                    "    def forged(tensor, blobs, path):\n        blobs.append(b'')\n"
+                    "        return {'t': 'tensor', 'dtype': 'float32', 'shape': [0, 2**62, 2**62], 'blob': len(blobs) - 1}\n"
+                    "    w._encode_tensor = forged\n    return x\n")
+# Student ids that nbgrader would read as globs (or strip): each must be recorded as itself, alone.
+GLOB_IDS = ("[0-9]*", "~ trailing space ")
+
+
 def _with_cells(nb, cells, before="softmax_visible"):
     index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == before)
-    nb.cells[index:index] = [nbformat.v4.new_code_cell(code) for code in cells]
+    nb.cells[index:index] = [code if isinstance(code, dict) else nbformat.v4.new_code_cell(code) for code in cells]
     return nb
 
 
@@ -220,6 +247,14 @@ def graded(tmp_path_factory):
                  "def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):\n"
                  "    return Always(0)\n")
     submit("50a_returns_a_lying_int", KV, solved_notebook(KV, {"kv_cache_bytes": lying_int}, course))
+    submit("51a_returns_a_tensor_for_a_number", KV, solved_notebook(KV, {"kv_cache_bytes": TENSOR_FOR_A_NUMBER}, course))
+    submit("52a_forges_an_impossible_shape", A, solved_notebook(A, {"softmax": IMPOSSIBLE_SHAPE}, course))
+    prints = RIGHT.replace("    m = x.amax", "    print(chr(0xDFFF))\n    m = x.amax", 1)  # while checked, too
+    not_utf8 = nbformat.writes(_with_cells(solved_notebook(A, {"softmax": prints}, course),
+                                           ["print(chr(0xD800))  # NOT_UTF8"]))
+    submit("53a_prints_text_that_is_not_utf8", A, not_utf8.replace("NOT_UTF8", "\\ud800"))  # in its source, too
+    for student in GLOB_IDS:  # graded after every other one (ids are sorted): a glob would match them all
+        submit(student, A, solved_notebook(A, root=course))
     for number, (name, text) in enumerate(_malformed(course).items(), start=60):
         submit(f"{number}a_malformed_{name}", A, text)
         submit(f"{number}b_probe", A, _with_cells(solved_notebook(A, root=course), [PROBE]))
@@ -292,6 +327,45 @@ def test_a_lying_tensor_is_told_to_return_a_plain_tensor(graded):
     row = _row(graded, f"{list(ATTACKS).index('returns_a_lying_tensor'):02d}a_")
     page = feedback_path(graded.out, row["student_id"], A).read_text()
     assert "a subclass of torch.Tensor: return a plain tensor" in page
+
+
+def test_a_tensor_where_a_number_is_expected_fails_that_check_only(graded):
+    row = _row(graded, "51a_")
+    wrong = {k: v for k, v in row["cell_scores"].items() if k.startswith("kv_cache_bytes")}
+    assert wrong and set(wrong.values()) == {0} and "grader-error" not in row["flags"]
+    assert all(v > 0 for k, v in row["cell_scores"].items() if k not in wrong)
+    assert "should be a plain int, got a tensor of shape (3,)" in feedback_path(graded.out, row["student_id"], KV).read_text()
+
+
+def test_a_forged_shape_is_a_bad_reply_that_costs_its_cell_only(graded):
+    row = _row(graded, "52a_")
+    assert "bad-reply" in row["flags"] and "grader-error" not in row["flags"]
+    assert row["cell_scores"]["softmax_visible"] == 0 and row["max_score"] == 10
+
+
+def test_printed_text_that_is_not_utf8_costs_nothing(graded):
+    row = _row(graded, "53a_")
+    assert row["score"] == row["max_score"] and "grader-error" not in row["flags"], row
+
+
+def test_metadata_that_claims_test_cells_earns_nothing(graded):
+    row = _row(graded, f"{list(ATTACKS).index('claims_test_cells_in_its_metadata'):02d}a_")
+    assert row["max_score"] == 10 and "bonus" not in row["cell_scores"]
+
+
+@pytest.mark.parametrize("student", GLOB_IDS)
+def test_a_student_id_that_is_a_glob_is_recorded_alone(graded, student):
+    row = graded.rows[student]
+    # Read as a glob (or stripped), the id matches others' folders or none: its own record would be missing.
+    assert row["score"] == row["max_score"] and "gradebook-error" not in row["flags"], row
+    assert (graded.out / "autograded" / student / A / f"{A}.ipynb").exists()
+
+
+def test_no_feedback_page_holds_active_content(graded):
+    row = _row(graded, f"{list(ATTACKS).index('claims_test_cells_in_its_metadata'):02d}a_")
+    assert "&lt;script&gt;alert(1)" in feedback_path(graded.out, row["student_id"], A).read_text()  # printed, as text
+    for page in (graded.out / "feedback").glob("*/*/*.html"):
+        assert "<script" not in page.read_text(), page
 
 
 @pytest.mark.parametrize("name", sorted(MALFORMED))

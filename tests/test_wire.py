@@ -97,6 +97,8 @@ def test_modules_never_come_back_from_the_sandbox():
     {"t": "tensor", "dtype": "float32", "shape": [2], "blob": 0},  # 4 bytes for 2 floats
     {"t": "tensor", "dtype": "float32", "shape": [2**40, 2**40], "blob": 0},
     {"t": "tensor", "dtype": "float32", "shape": [-1], "blob": 0},
+    {"t": "tensor", "dtype": "float32", "shape": [0, 2**62, 2**62], "blob": 1},  # no bytes, but no strides either
+    {"t": "tensor", "dtype": "float32", "shape": [0, 2**64], "blob": 1},
     {"t": "tensor", "dtype": "object", "shape": [1], "blob": 0},
     {"t": "tensor", "dtype": "float32", "shape": [1], "blob": 7},
     {"t": "none", "extra": 1},
@@ -105,7 +107,7 @@ def test_modules_never_come_back_from_the_sandbox():
 ])
 def test_malformed_trees_are_refused(tree):
     with pytest.raises(WireError):
-        decode(tree, [b"\0" * 4], modules=True)
+        decode(tree, [b"\0" * 4, b""], modules=True)
 
 
 def test_deep_and_huge_trees_are_refused():
