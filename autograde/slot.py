@@ -13,8 +13,10 @@ pristine process forks a fresh runner per notebook in milliseconds.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -85,10 +87,15 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
     scores = {c.grade_id: (c.points if r["status"] == "ok" else 0.0)
               for c, r in zip(cells, results) if c.kind == "test"}
     student, assignment = task["student_id"], task["assignment"]
-    write_executed(staging, student, assignment, cells, results)
+    staged = write_executed(staging, student, assignment, cells, results).parent
     stage_files(staging, student, assignment, task.get("timestamp"), task.get("secret"))
     score, flags = sum(scores.values()), set(flags)
-    entry = recorder.record(student, assignment)
+    try:
+        entry = recorder.record(student, assignment)
+    finally:  # the staging folder holds one submission at a time: nbgrader finds no one else's there
+        shutil.rmtree(staged, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            staged.parent.rmdir()  # the student's folder, once it holds no other assignment
     if entry is None:
         flags.add("gradebook-error")
     else:

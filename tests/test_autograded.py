@@ -5,6 +5,7 @@ from nbgrader.utils import determine_grade
 
 from autograde.autograded import executed_notebook
 from autograde.notebook import GradedCell
+from autograde.slot import graded_row
 
 TEST = {"nbgrader": {"grade": True, "solution": False, "locked": True, "grade_id": "softmax_visible", "points": 2,
                      "schema_version": 3}}
@@ -31,3 +32,22 @@ def test_a_students_error_keeps_its_exception_name_and_a_widget_cell_no_output()
     answer, widget = executed_notebook(cells, results).cells
     assert (answer.outputs[0].ename, answer.outputs[0].evalue) == ("NameError", "NameError: name 'x' is not defined")
     assert answer.metadata == ANSWER and widget.outputs == [] and widget.execution_count is None
+
+
+def test_a_slot_stages_one_submission_at_a_time(tmp_path):
+    """nbgrader finds submissions in the staging folder by a pattern: it must never find anyone else's there."""
+    staging, staged = tmp_path / "staging", []
+
+    class Spy:  # the Recorder's place: what nbgrader would see when it autogrades
+        out = tmp_path / "out"
+
+        def record(self, student, assignment):
+            staged.append(sorted(p.relative_to(staging).as_posix() for p in staging.glob("*/*")))
+
+    cells = [GradedCell("test", "check()", "t", 1.0)]
+    for student in ("ann", "bob", "ann"):
+        task = {"student_id": student, "assignment": "ch01_attention", "flags": []}
+        row = graded_row(task, cells, [{"status": "ok", "stdout": "", "error": ""}], [], staging, Spy())
+        assert row["score"] == 1.0 and row["flags"] == ["gradebook-error"]  # the spy records nothing
+    assert staged == [["ann/ch01_attention"], ["bob/ch01_attention"], ["ann/ch01_attention"]]
+    assert not any(staging.iterdir())

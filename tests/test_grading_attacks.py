@@ -18,8 +18,10 @@ import pytest
 
 from autograde.audit import audit
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
+from autograde.course import nbgrader_config
 from autograde.feedback import feedback_path
 from autograde.grade import grade
+from autograde.gradebook import recorded
 from autograde.release import release
 from autograde.sandbox import Limits, sandbox_available
 
@@ -253,8 +255,8 @@ def graded(tmp_path_factory):
     not_utf8 = nbformat.writes(_with_cells(solved_notebook(A, {"softmax": prints}, course),
                                            ["print(chr(0xD800))  # NOT_UTF8"]))
     submit("53a_prints_text_that_is_not_utf8", A, not_utf8.replace("NOT_UTF8", "\\ud800"))  # in its source, too
-    for student in GLOB_IDS:  # graded after every other one (ids are sorted): a glob would match them all
-        submit(student, A, solved_notebook(A, root=course))
+    for student in GLOB_IDS:  # untouched, graded after the full marks of others: a glob would match those
+        submit(student, A, untouched_notebook(A, course))
     for number, (name, text) in enumerate(_malformed(course).items(), start=60):
         submit(f"{number}a_malformed_{name}", A, text)
         submit(f"{number}b_probe", A, _with_cells(solved_notebook(A, root=course), [PROBE]))
@@ -267,7 +269,8 @@ def graded(tmp_path_factory):
         del os.environ[SECRET_NAME]
     with (out / "grades.csv").open() as f:
         table = {r["student_id"]: r for r in csv.DictReader(f)}
-    return SimpleNamespace(rows={r["student_id"]: r for r in rows}, table=table, students=students, out=out)
+    return SimpleNamespace(rows={r["student_id"]: r for r in rows}, table=table, students=students, out=out,
+                           course=course)
 
 
 def _row(graded, prefix):
@@ -354,11 +357,16 @@ def test_metadata_that_claims_test_cells_earns_nothing(graded):
 
 
 @pytest.mark.parametrize("student", GLOB_IDS)
-def test_a_student_id_that_is_a_glob_is_recorded_alone(graded, student):
+def test_a_student_id_that_is_a_glob_is_never_recorded_with_anothers_notebook(graded, student):
     row = graded.rows[student]
-    # Read as a glob (or stripped), the id matches others' folders or none: its own record would be missing.
-    assert row["score"] == row["max_score"] and "gradebook-error" not in row["flags"], row
-    assert (graded.out / "autograded" / student / A / f"{A}.ipynb").exists()
+    assert row["score"] == 0, row
+    # nbgrader reads ids as patterns: a space survives (escaped), a pattern cannot be recorded at all — then the
+    # row says so, and the gradebook holds nothing for it, never someone else's full marks.
+    held = recorded(nbgrader_config(None, graded.course).CourseDirectory.db_url, [(student, A)])
+    if any(c in student for c in "*?["):
+        assert "gradebook-error" in row["flags"] and not held, (row, held)
+    else:
+        assert "gradebook-error" not in row["flags"] and held[(student, A)].score == 0, (row, held)
 
 
 def test_no_feedback_page_holds_active_content(graded):
