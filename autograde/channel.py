@@ -42,6 +42,19 @@ class BadMessage(ChannelError):
     """A malformed, oversized, unexpected or unsolicited message."""
 
 
+def _encodable(value: object) -> object:
+    """``value`` with every string one that UTF-8 can encode. A JSON escape can make a lone surrogate
+    (``"\\ud800"``, printed by the student's code), which the notebook file, the feedback page and the
+    gradebook cannot hold: each becomes ``?``."""
+    if type(value) is str:
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if type(value) is list:
+        return [_encodable(item) for item in value]
+    if type(value) is dict:
+        return {_encodable(key): _encodable(item) for key, item in value.items()}
+    return value
+
+
 class Channel:
     """Messages over ``sock`` (a connected stream socket), at most ``max_bytes`` each way received."""
 
@@ -74,6 +87,10 @@ class Channel:
             raise BadMessage(f"a message whose header is not JSON ({type(error).__name__})") from None
         if type(header) is not dict:
             raise BadMessage("a message whose header is not a JSON object")
+        try:
+            header = _encodable(header)
+        except RecursionError:
+            raise BadMessage("a message whose header is nested too deeply") from None
         blobs = []
         for _ in range(n_blobs):
             (size,) = _BLOB.unpack(self._read(_BLOB.size, deadline))

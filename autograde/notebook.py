@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["GradedCell", "load_notebook", "merge", "max_score", "writable"]
+__all__ = ["GradedCell", "load_notebook", "merge", "max_score"]
 
 
 @dataclass
@@ -52,7 +52,7 @@ def _is_widget(cell: dict) -> bool:
     return isinstance(tags, list) and "widget" in tags
 
 
-def writable(text: str) -> str:
+def _writable(text: str) -> str:
     """``text`` as a notebook file can hold it: JSON may carry a lone surrogate (``"\\ud800"``),
     which UTF-8 cannot encode, so that nbgrader, the feedback page and the gradebook would fail on
     it; each becomes ``?``."""
@@ -63,8 +63,8 @@ def _source(cell: dict) -> str:
     """A cell's text; a submitted cell of the wrong shape holds no code."""
     source = cell.get("source", "")
     if isinstance(source, list) and all(isinstance(line, str) for line in source):
-        return writable("".join(source))
-    return writable(source) if isinstance(source, str) else ""
+        return _writable("".join(source))
+    return _writable(source) if isinstance(source, str) else ""
 
 
 def _kind(cell: nbformat.NotebookNode) -> str:

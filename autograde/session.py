@@ -27,7 +27,7 @@ from .channel import BadMessage, ChannelClosed, ChannelError, ChannelTimeout
 from .checking import Candidate, Case, CheckFailed, Exercise, get_exercise, passed_line
 from .evaluation import Outcome
 from .inputs import Call
-from .notebook import GradedCell, writable
+from .notebook import GradedCell
 from .sandbox import Limits, Runner, Sandbox
 from .testcells import parse_test_cell
 
@@ -73,7 +73,7 @@ def _text(reply: dict, key: str) -> str:
     value = reply.get(key, "")
     if type(value) is not str:
         raise BadMessage(f"a reply whose {key!r} is not text")
-    return writable(value)
+    return value
 
 
 def _outcome(tree: object, blobs: list[bytes], chars: int) -> Outcome:
@@ -89,7 +89,7 @@ def _outcome(tree: object, blobs: list[bytes], chars: int) -> Outcome:
     texts = [tree["error"], tree["error_type"], tree["trace"]]
     if any(t is not None and type(t) is not str for t in texts) or type(tree["trace"]) is not str:
         raise BadMessage("an error report that is not text")
-    return Outcome(output, grads, *(None if t is None else writable(t[:chars]) for t in texts))
+    return Outcome(output, grads, *(None if t is None else t[:chars] for t in texts))
 
 
 @dataclass
@@ -142,8 +142,8 @@ def _run_cell(runner: Runner, index: int, cell: GradedCell, deadline: float, lim
               flags: set[str]) -> dict:
     if cell.kind != "test":
         reply = runner.execute(index, cell.source, deadline, limits.output_chars + 1)
-        return {"status": reply["status"], "stdout": _capped(writable(reply["stdout"]), limits, flags),
-                "error": writable(reply["error"][:limits.message_chars])}
+        return {"status": reply["status"], "stdout": _capped(reply["stdout"], limits, flags),
+                "error": reply["error"][:limits.message_chars]}
     lines: list[str] = []
     for check in parse_test_cell(cell.source):
         printed: list[str] = []

@@ -25,6 +25,14 @@ def test_a_message_and_its_blobs_arrive_whole(pair):
     assert header == {"id": "x", "n": [1, 2]} and blobs == [b"abc", b"", b"\0" * 1000]
 
 
+def test_text_arrives_as_utf8_can_hold_it(pair):
+    sender, receiver, _ = pair
+    sender.send({"stdout": "a\ud800b", "nested": [{"\udfff": ["c\ud800"]}]})
+    header, _ = receiver.receive(time.monotonic() + 5)
+    assert header == {"stdout": "a?b", "nested": [{"?": ["c?"]}]}
+    assert header["stdout"].encode("utf-8")
+
+
 def test_no_reply_before_the_deadline_is_a_timeout(pair):
     _, receiver, _ = pair
     started = time.monotonic()
