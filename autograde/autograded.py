@@ -91,8 +91,9 @@ def stage_files(staging: Path, student: str, assignment: str, timestamp: str | N
 
 def literal_glob(name: str) -> str:
     """A file glob that matches exactly ``name``. nbgrader reads a student id as a glob, stripped
-    of surrounding spaces: a student folder named ``*``, ``[0-9]*`` or ``bob `` would otherwise
-    make its autograde step redo other students' submissions instead of its own."""
+    of surrounding spaces: a student folder named ``*`` or ``bob `` would otherwise match the wrong
+    folder or none. (nbgrader globs the folder it found once more, unescaped, so an id such as
+    ``[0-9]*`` still finds nothing; the slot stages one submission at a time, so it finds no one else's.)"""
     escaped = glob.escape(name)
     core = escaped.strip()
     lead = len(escaped) - len(escaped.lstrip())

@@ -64,7 +64,8 @@ def _widget_folders(page: str) -> list:
 
 
 def test_the_chinese_edition_draws_its_own_widget_figures_in_chinese():
-    english, chinese = _widget_folders(SITE / "book" / "01_attention.html"), _widget_folders(SITE / ZH / "book" / "01_attention.html")
+    english = _widget_folders(SITE / "book" / "01_attention.html")
+    chinese = _widget_folders(SITE / ZH / "book" / "01_attention.html")
     assert english and len(chinese) == len(english)
     assert all(folder.parent == (SITE / ZH / "_widgets").resolve() and folder.is_dir() for folder in chinese), chinese
     for en, zh in zip(english, chinese):
