@@ -51,6 +51,21 @@ class Batch:
         pick = lambda t: None if t is None else t[rows]  # noqa: E731
         return Batch(self.inp[rows], self.target[rows], pick(self.src), pick(self.src_mask))
 
+    def by_source_length(self, parts: int) -> list["Batch"]:
+        """The rows in ``parts`` groups of similar source length, each trimmed to its longest source.
+
+        The encoder then computes fewer padded positions; what it computes for real ones is the
+        same, since no query attends to a padded key. A decoder-only batch has no source: [self].
+        """
+        if self.src is None or parts == 1:
+            return [self]
+        order = self.src_mask.sum(dim=1).argsort(stable=True)  # shortest sources first
+        groups = []
+        for rows in order.tensor_split(min(parts, len(self))):
+            width = int(self.src_mask[rows].sum(dim=1).max())  # the longest source in the group
+            groups.append(Batch(self.inp[rows], self.target[rows], self.src[rows, :width], self.src_mask[rows, :width]))
+        return groups
+
     def __len__(self) -> int:
         return self.inp.shape[0]
 
