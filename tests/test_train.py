@@ -31,6 +31,7 @@ from tfm_ref.train import (
 )
 
 TINY = dict(d_model=64, n_heads=4, d_ff=128, n_decoder_layers=2)
+TINY_SEQ2SEQ = dict(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1)
 FAST = dict(task="copy", task_args={"n_digits": 4}, batch_size=64, lr=1e-2, warmup=10, eval_size=200,
             progress=False, model=TINY)
 
@@ -162,7 +163,7 @@ def test_length_buckets_trim_only_padding_and_give_the_whole_batch_gradient():
     """Rows split by source length and trimmed: the same rows, the same loss, the same gradient."""
     torch.manual_seed(0)
     task = DateTask()
-    model, _ = build_model(task, dict(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1))
+    model, _ = build_model(task, TINY_SEQ2SEQ)
     batch = task.batch_for_step(0, 48, seed=0)
     n_scored = int((batch.target != IGNORE_INDEX).sum())
 
@@ -192,10 +193,9 @@ def test_length_buckets_trim_only_padding_and_give_the_whole_batch_gradient():
 
 
 def test_training_in_length_buckets_takes_the_steps_of_whole_batches():
-    tiny_seq2seq = dict(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1)
     # 50 rows in 3 groups of 17, 17 and 16: a group weighed by its own size would show
     runs = [train(TrainConfig(task="dates", steps=4, batch_size=50, log_every=1, eval_every=4, eval_size=50,
-                              device="cpu", precision="fp32", length_buckets=k, progress=False, model=tiny_seq2seq))
+                              device="cpu", precision="fp32", length_buckets=k, progress=False, model=TINY_SEQ2SEQ))
             for k in (1, 3)]
     assert [r["summary"]["length_buckets"] for r in runs] == [1, 3]
     whole, split = ([x["loss"] for x in r["losses"]] for r in runs)

@@ -59,10 +59,10 @@ class Batch:
         """
         if self.src is None or parts == 1:
             return [self]
-        order = self.src_mask.sum(dim=1).argsort(stable=True)  # shortest sources first
+        lengths = self.src_mask.sum(dim=1)  # (B,)
         groups = []
-        for rows in order.tensor_split(min(parts, len(self))):
-            width = int(self.src_mask[rows].sum(dim=1).max())  # the longest source in the group
+        for rows in lengths.argsort(stable=True).tensor_split(min(parts, len(self))):  # shortest sources first
+            width = int(lengths[rows].max())  # the longest source in the group
             groups.append(Batch(self.inp[rows], self.target[rows], self.src[rows, :width], self.src_mask[rows, :width]))
         return groups
 
