@@ -47,8 +47,8 @@ from .train import autocast, synchronize
 from .transformer import Transformer
 
 __all__ = ["BenchConfig", "TorchTransformerLM", "training_flops", "peak_bf16_flops", "available_memory",
-           "training_memory", "attention_memory", "fit_to_memory", "bench_training", "bench_attention", "run", "main",
-           "PEAK_BF16", "DEVICE_SIZES", "MEMORY_FRACTION"]
+           "planning_memory", "training_memory", "attention_memory", "fit_to_memory", "bench_training",
+           "bench_attention", "run", "main", "PEAK_BF16", "DEVICE_SIZES", "MEMORY_FRACTION"]
 
 # Dense (not sparse) bf16 tensor-core peaks in FLOP/s, from NVIDIA's data sheets (which print the
 # sparse figure, twice these), for MFU. The first pattern that matches the device name wins, so
@@ -174,15 +174,18 @@ def available_memory(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
     meminfo = Path("/proc/meminfo")
-    if meminfo.exists():
-        kib = re.search(r"MemAvailable:\s+(\d+) kB", meminfo.read_text())
-        free = int(kib.group(1)) * 1024 if kib else os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    else:
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    kib = re.search(r"MemAvailable:\s+(\d+) kB", meminfo.read_text()) if meminfo.exists() else None
+    # MemAvailable counts the caches the kernel would give back; free pages alone undercount
+    free = int(kib.group(1)) * 1024 if kib else os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     limit, used = Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory.current")
     if limit.exists() and used.exists() and limit.read_text().strip() != "max":
         free = min(free, int(limit.read_text()) - int(used.read_text()))
     return free
+
+
+def planning_memory(device: torch.device) -> int:
+    """The bytes the benchmark plans its sizes for when not told: ``MEMORY_FRACTION`` of `available_memory`."""
+    return int(MEMORY_FRACTION * available_memory(device))
 
 
 def training_memory(cfg: BenchConfig, device_type: str = "cuda") -> int:
@@ -336,12 +339,11 @@ def bench_attention(cfg: BenchConfig, device: torch.device, repeats: int = 5, me
 def run(cfg: BenchConfig, device: torch.device, memory: int | None = None) -> dict:
     """Every measurement; returns the results (the CLI prints them).
 
-    memory: bytes the attention sweep may use (see `bench_attention`); None: ``MEMORY_FRACTION``
-    of what the device has free now.
+    memory: bytes the attention sweep may use (see `bench_attention`); None: `planning_memory`.
     """
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    memory = int(MEMORY_FRACTION * available_memory(device)) if memory is None else memory
+    memory = planning_memory(device) if memory is None else memory
     model_config = TransformerConfig(cfg.vocab_size, cfg.d_model, cfg.n_heads, None, cfg.n_layers, cfg.n_layers,
                                      cfg.d_ff, cfg.dropout, max_len=cfg.seq_len + 1)
     ours = lambda m, src, tgt: m(src, tgt)  # noqa: E731
@@ -383,6 +385,7 @@ def _parser() -> OneLineParser:
                    help="comma-separated sequence lengths for the attention comparison")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="the GPU's dense bf16 peak in TFLOP/s, for MFU on a GPU that PEAK_BF16 does not list")
+    # argparse formats help with %: the second % escapes the one that .0% writes
     p.add_argument("--memory-gib", type=float, default=None,
                    help=f"memory to plan the sizes for (default: {MEMORY_FRACTION:.0%}% of what the device has free)")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile measurements")
@@ -415,7 +418,7 @@ def main(argv: list[str] | None = None) -> dict:
         cfg = BenchConfig(**options)
         if args.memory_gib is not None and args.memory_gib <= 0:
             raise SettingsError(f"--memory-gib must be positive, got {args.memory_gib}")
-        memory = int(args.memory_gib * 2**30 if args.memory_gib else MEMORY_FRACTION * available_memory(device))
+        memory = int(args.memory_gib * 2**30) if args.memory_gib else planning_memory(device)
         if args.out:
             if Path(args.out).is_dir():
                 raise SettingsError(f"--out {args.out} is a folder; give a file name, e.g. {Path(args.out) / 'bench.json'}")
