@@ -14,13 +14,16 @@ from cli_errors import BAD_INPUT_EITHER_CLI, error_line
 
 from tfm_ref.cli import SettingsError
 from tfm_ref.decoding import lm_generate
+from tfm_ref.pretrained import load_date_model
 from tfm_ref.schedule import noam_lr
 from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.tasks import IGNORE_INDEX, CopyTask, DateTask
 from tfm_ref.train import (
     TrainConfig,
+    _evaluate,
     autocast_dtype,
     build_model,
+    eval_chunks,
     exact_match,
     lr_at,
     main,
@@ -203,6 +206,36 @@ def test_training_in_length_buckets_takes_the_steps_of_whole_batches():
     for (name, a), b in zip(runs[0]["model"].state_dict().items(), runs[1]["model"].state_dict().values()):
         if not name.endswith("k_proj.bias"):  # rounding noise that Adam scales up (see the DDP test below)
             torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_chunks_hold_every_row_once_in_pieces_trimmed_to_their_longest_source():
+    dates = DateTask().eval_set(103)
+    chunks = dates.in_chunks(25)
+    assert [len(c) for c in chunks] == [21, 21, 21, 20, 20], "at most 25 rows, as even as they come"
+    assert all(c.src_mask[:, -1].any() for c in chunks), "each trimmed to its longest source, no further"
+    assert chunks[0].src.shape[1] < dates.src.shape[1], "the short sources lose their padding"
+    rows = lambda b: sorted(map(tuple, b.src[b.src_mask].split(b.src_mask.sum(1).tolist())))  # noqa: E731
+    assert sorted(r for c in chunks for r in rows(c)) == rows(dates), "the same rows, padding aside"
+    copies = CopyTask(4).eval_set(60)
+    assert [c.inp.tolist() for c in copies.in_chunks(25)] == [copies.inp[s:s + 25].tolist() for s in (0, 25, 50)]
+
+
+def test_evaluation_in_chunks_scores_as_one_pass_over_the_whole_set():
+    """Sorted, trimmed pieces give the accuracy and loss of one pass over the rows as they come."""
+    model = load_date_model().model.float()
+    torch.manual_seed(0)
+    with torch.no_grad():  # a damaged copy of the shipped model: some dates right, some wrong
+        for p in model.parameters():
+            p.add_(0.3 * p.std() * torch.randn_like(p))
+    data = DateTask().eval_set(600)
+    with torch.no_grad():
+        logits = model_logits(model, data)
+    whole_accuracy = exact_match(logits, data.target).float().mean().item()
+    whole_loss = label_smoothed_cross_entropy(logits, data.target, 0.0, IGNORE_INDEX).item()
+    assert 0.1 < whole_accuracy < 0.9, "a part-right model, so that a lost or repeated row shows"
+    accuracy, loss = _evaluate(model, eval_chunks(data, torch.device("cpu")), torch.device("cpu"), None)
+    assert abs(accuracy - whole_accuracy) <= 1 / len(data)  # a near tie may round the other way
+    assert loss == pytest.approx(whole_loss, rel=1e-5)
 
 
 @pytest.mark.parametrize("capabilities, expected", [({"avx512_bf16": True}, torch.bfloat16),

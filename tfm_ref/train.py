@@ -20,9 +20,10 @@ What it does, and why:
   decoding's exact match, because greedy decoding only departs from the teacher-forced
   prefix at the first wrong argmax (`tests/test_train.py` checks the two agree). Evaluations
   during training may use the first ``quick_eval_size`` examples only; the last uses them all.
+  Each evaluation runs over the examples sorted by source length, in trimmed pieces (`eval_chunks`).
 * Matrix products in bf16 (autocast) on CUDA and on CPUs with bf16 instructions, where they run
   several times faster than in float32. On a CPU the readable eager attention, which PyTorch's
-  fused CPU kernel does not beat at these lengths; on CUDA the SDPA path and fused AdamW.
+  fused CPU kernel does not beat at these lengths; on CUDA the SDPA path. Fused AdamW on both.
   Optional ``torch.compile``: on a CPU compiling costs more than it saves in a run of a minute
   (the README's CPU run in float32 passed 99% after 96 s with ``--compile``, 39 s without).
 * ``length_buckets`` > 1 splits each batch into groups of rows with similar source length, each
@@ -186,21 +187,29 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
     return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
+def eval_chunks(data: Batch, device: torch.device) -> list[Batch]:
+    """``data`` in the pieces one evaluation pass each takes: rows of similar source length, each
+    piece trimmed to its longest source (`Batch.in_chunks`), so the encoder skips most of the
+    padding. A CPU evaluates in pieces of 250 rows, which stay in its caches (with the trimming,
+    half the time of unsorted pieces of 1000); a GPU in pieces of 1000, fewer launches."""
+    return data.in_chunks(250 if device.type == "cpu" else 1000)
+
+
 @torch.no_grad()
-def _evaluate(model: nn.Module, data: Batch, device: torch.device, dtype: torch.dtype | None,
-              chunk: int = 1000) -> tuple[float, float]:
-    """Exact-match accuracy and mean token loss on ``data`` (already on ``device``)."""
+def _evaluate(model: nn.Module, chunks: list[Batch], device: torch.device,
+              dtype: torch.dtype | None) -> tuple[float, float]:
+    """Exact-match accuracy and mean token loss over the rows of ``chunks`` (`eval_chunks`, on ``device``)."""
     was_training = model.training
     model.eval()
     right, loss_sum = 0, 0.0
-    for start in range(0, len(data), chunk):
-        part = data[start:start + chunk]
+    for part in chunks:
         with autocast(device, dtype):
             logits = model_logits(model, part)
         right += int(exact_match(logits, part.target).sum())
         loss_sum += float(label_smoothed_cross_entropy(logits.float(), part.target, 0.0, IGNORE_INDEX, reduction="sum"))
     model.train(was_training)
-    return right / len(data), loss_sum / int((data.target != IGNORE_INDEX).sum())
+    n_rows, n_scored = sum(len(part) for part in chunks), sum(int((part.target != IGNORE_INDEX).sum()) for part in chunks)
+    return right / n_rows, loss_sum / n_scored
 
 
 def synchronize(device: torch.device) -> None:
@@ -233,7 +242,8 @@ def _optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torc
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, fused=device.type == "cuda")
+    # fused: one kernel for all the tensors, on a CPU too (there 4× faster than the per-tensor loop, 2 ms a step)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, fused=True)
 
 
 def _seconds_to(evals: list[dict], threshold: float) -> float | None:
@@ -327,7 +337,8 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
     if cfg.compile:
         trained = torch.compile(trained)
     eval_data = task.eval_set(cfg.eval_size).to(device)
-    quick_eval_data = eval_data[:cfg.quick_eval_size] if cfg.quick_eval_size else eval_data
+    eval_sets = {"full": eval_chunks(eval_data, device),
+                 "quick": eval_chunks(eval_data[:cfg.quick_eval_size or cfg.eval_size], device)}
     per_rank = cfg.batch_size // world
     length_buckets = cfg.length_buckets or (2 if device.type == "cpu" and dtype is None else 1)
 
@@ -389,10 +400,10 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
             synchronize(device)
             train_time += time.perf_counter() - tick
         if evaluate_now:
-            examples = eval_data if last else quick_eval_data
+            examples = eval_sets["full" if last else "quick"]
             accuracy, eval_loss = _evaluate(model, examples, device, dtype)
             history["evals"].append({"step": done, "time_s": train_time, "accuracy": accuracy, "eval_loss": eval_loss,
-                                     "examples": len(examples)})
+                                     "examples": sum(len(part) for part in examples)})
             bar.set_postfix(loss=f"{history['losses'][-1]['loss']:.4f}", acc=f"{accuracy:.4f}")
         if save_now:
             save_checkpoint(done)

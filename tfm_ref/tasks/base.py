@@ -66,6 +66,13 @@ class Batch:
             groups.append(Batch(self.inp[rows], self.target[rows], self.src[rows, :width], self.src_mask[rows, :width]))
         return groups
 
+    def in_chunks(self, rows: int) -> list["Batch"]:
+        """The rows in pieces of at most ``rows``, for a forward pass each: of similar source length
+        and trimmed like `by_source_length`'s groups when there is a source, in order when not."""
+        if self.src is not None:
+            return self.by_source_length(-(-len(self) // rows))
+        return [self[start:start + rows] for start in range(0, len(self), rows)]
+
     def __len__(self) -> int:
         return self.inp.shape[0]
 
