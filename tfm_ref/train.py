@@ -201,14 +201,14 @@ def _evaluate(model: nn.Module, chunks: list[Batch], device: torch.device,
     """Exact-match accuracy and mean token loss over the rows of ``chunks`` (`eval_chunks`, on ``device``)."""
     was_training = model.training
     model.eval()
-    right, loss_sum = 0, 0.0
+    right, loss_sum, n_rows, n_scored = 0, 0.0, 0, 0
     for part in chunks:
         with autocast(device, dtype):
             logits = model_logits(model, part)
         right += int(exact_match(logits, part.target).sum())
         loss_sum += float(label_smoothed_cross_entropy(logits.float(), part.target, 0.0, IGNORE_INDEX, reduction="sum"))
+        n_rows, n_scored = n_rows + len(part), n_scored + int((part.target != IGNORE_INDEX).sum())
     model.train(was_training)
-    n_rows, n_scored = sum(len(part) for part in chunks), sum(int((part.target != IGNORE_INDEX).sum()) for part in chunks)
     return right / n_rows, loss_sum / n_scored
 
 
@@ -337,8 +337,9 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
     if cfg.compile:
         trained = torch.compile(trained)
     eval_data = task.eval_set(cfg.eval_size).to(device)
-    eval_sets = {"full": eval_chunks(eval_data, device),
-                 "quick": eval_chunks(eval_data[:cfg.quick_eval_size or cfg.eval_size], device)}
+    full_eval = eval_chunks(eval_data, device)
+    eval_sets = {"full": full_eval,
+                 "quick": eval_chunks(eval_data[:cfg.quick_eval_size], device) if cfg.quick_eval_size else full_eval}
     per_rank = cfg.batch_size // world
     length_buckets = cfg.length_buckets or (2 if device.type == "cpu" and dtype is None else 1)
 
