@@ -1,12 +1,15 @@
 """Chapter 10 checks beyond tests/test_exercises.py (where the notebook's own solutions pass under the
 guard): answers written another way pass too, the checks' inputs are never trained in place, the check's
-training run is one in which a model learns, and a whole tfm_ref model earns nothing.
+training run is one in which a model learns, a whole tfm_ref model earns nothing, and the guided full
+run keeps and averages the checkpoints it says it does.
 """
+import jupytext
 import pytest
 import torch
 from torch import nn
 
 import tfm_ref
+from autograde.course import source_markdown
 from autograde.exercises import ch10_capstone as chapter
 from exercise_proofs import one_thread
 from tfm_ref.losses import label_smoothed_cross_entropy
@@ -105,3 +108,38 @@ def test_wrapping_tfm_refs_whole_model_earns_nothing():
 
 def test_the_decoding_hints_and_fixes_speak_of_no_cache():
     assert all("cache" not in mistake.hint + mistake.fix for mistake in chapter.GREEDY.mistakes)
+
+
+@pytest.mark.slow
+def test_the_guided_full_run_scores_the_average_of_its_last_checkpoints(capsys):
+    """The notebook's own code cells, checks and the attention view left out, with the run shrunk to
+    8 steps of 4 dates, a checkpoint every 2 steps, the last 2 averaged."""
+    full_run = "steps, batch_size, checkpoint_every, checkpoints_averaged = 800, 128, 50, 4"
+    namespace: dict = {}
+    after: list[dict] = []  # the weights after each step, as the notebook's fit leaves them
+
+    def recording_fit(model, batches, **kwargs):
+        def recorded():
+            for batch in batches:
+                yield batch
+                after.append({name: value.clone() for name, value in model.state_dict().items()})
+        return namespace["notebooks_fit"](model, recorded(), **kwargs)
+
+    for cell in jupytext.read(source_markdown("ch10_capstone")).cells:
+        if cell.cell_type != "code" or "check(" in cell.source or "alignment_view(" in cell.source:
+            continue
+        source = cell.source
+        if full_run in source:
+            source = source.replace(full_run, "steps, batch_size, checkpoint_every, checkpoints_averaged = 8, 4, 2, 2")
+            namespace["notebooks_fit"], namespace["fit"] = namespace["fit"], recording_fit
+        exec(source, namespace)
+    assert after, "the full run's cell was not found"
+    kept, last, averaged = namespace["checkpoints"], namespace["last"].state_dict(), namespace["model"].state_dict()
+    assert len(kept) == 2
+    for checkpoint, step in zip(kept, (6, 8)):
+        assert all(torch.equal(checkpoint[name], after[step - 1][name]) for name in checkpoint)
+    assert all(torch.equal(last[name], after[-1][name]) for name in last)
+    assert all(torch.allclose(averaged[name], (kept[0][name] + kept[1][name]) / 2) for name in averaged)
+    assert not all(torch.equal(averaged[name], last[name]) for name in last)
+    printed = capsys.readouterr().out
+    assert "exact match of the last weights" in printed and "average of the last 2 checkpoints" in printed
