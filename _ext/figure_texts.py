@@ -9,16 +9,14 @@ metadata, a widget's states in their manifest, so that they come back with the c
 gettext build gathers them into ``figures.pot``, which ``locales/build.py --update`` (or
 ``--update-figures``) merges into the catalogues.
 
-An edition's executed pages depend on its catalogue, which jupyter-cache cannot know: the edition keeps one
-execution cache per version of the catalogue (a folder ``figures-<fingerprint>`` in the cache it is given),
-and its widgets' states are drawn again too (`fingerprint`).
+An edition's executed pages depend on its catalogue, which jupyter-cache cannot know: `fingerprint` is part
+of the key of its execution cache (_ext/execution_cache.py) and of its widgets' states.
 """
 from __future__ import annotations
 
 import gettext
 import hashlib
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,12 +79,6 @@ def _set_up(app, config) -> None:
         os.environ.pop(CATALOGUE_VARIABLE, None)
         return
     os.environ[CATALOGUE_VARIABLE] = str(catalogue)
-    cache = Path(config.nb_execution_cache_path)
-    keyed = cache / f"figures-{fingerprint(app)}"
-    for older in cache.glob("figures-*"):
-        if older != keyed:
-            shutil.rmtree(older)
-    config.nb_execution_cache_path = str(keyed)
 
 
 def _output_messages(app, docname: str) -> Iterator[str]:

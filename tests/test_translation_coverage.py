@@ -50,7 +50,6 @@ def _missing(found, pages) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_released_pages_are_fully_translated(tmp_path):
     if not CACHE.is_dir():
         pytest.skip("the pages' execution cache is missing: build the book first (`make book`)")
