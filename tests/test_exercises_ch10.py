@@ -110,30 +110,38 @@ def test_the_decoding_hints_and_fixes_speak_of_no_cache():
     assert all("cache" not in mistake.hint + mistake.fix for mistake in chapter.GREEDY.mistakes)
 
 
+FULL_RUN = "steps, batch_size, checkpoint_every, checkpoints_averaged = 800, 128, 50, 4"
+
+
+def _guided_full_run(namespace: dict, fit_around) -> None:
+    """The notebook's own code cells, checks and the attention view left out, with the run shrunk to
+    8 steps of 4 dates, a checkpoint every 2 steps, the last 2 averaged; the full run trains with
+    ``fit_around(the notebook's fit)``."""
+    cells = [cell.source for cell in jupytext.read(source_markdown("ch10_capstone")).cells
+             if cell.cell_type == "code" and "check(" not in cell.source and "alignment_view(" not in cell.source]
+    assert sum(FULL_RUN in source for source in cells) == 1, "the full run's cell was not found"
+    for source in cells:
+        if FULL_RUN in source:
+            source = source.replace(FULL_RUN, "steps, batch_size, checkpoint_every, checkpoints_averaged = 8, 4, 2, 2")
+            namespace["fit"] = fit_around(namespace["fit"])
+        exec(source, namespace)
+
+
 @pytest.mark.slow
 def test_the_guided_full_run_scores_the_average_of_its_last_checkpoints(capsys):
-    """The notebook's own code cells, checks and the attention view left out, with the run shrunk to
-    8 steps of 4 dates, a checkpoint every 2 steps, the last 2 averaged."""
-    full_run = "steps, batch_size, checkpoint_every, checkpoints_averaged = 800, 128, 50, 4"
     namespace: dict = {}
     after: list[dict] = []  # the weights after each step, as the notebook's fit leaves them
 
-    def recording_fit(model, batches, **kwargs):
-        def recorded():
-            for batch in batches:
-                yield batch
-                after.append({name: value.clone() for name, value in model.state_dict().items()})
-        return namespace["notebooks_fit"](model, recorded(), **kwargs)
+    def recording(fit):
+        def recording_fit(model, batches, **kwargs):
+            def recorded():
+                for batch in batches:
+                    yield batch
+                    after.append({name: value.clone() for name, value in model.state_dict().items()})
+            return fit(model, recorded(), **kwargs)
+        return recording_fit
 
-    for cell in jupytext.read(source_markdown("ch10_capstone")).cells:
-        if cell.cell_type != "code" or "check(" in cell.source or "alignment_view(" in cell.source:
-            continue
-        source = cell.source
-        if full_run in source:
-            source = source.replace(full_run, "steps, batch_size, checkpoint_every, checkpoints_averaged = 8, 4, 2, 2")
-            namespace["notebooks_fit"], namespace["fit"] = namespace["fit"], recording_fit
-        exec(source, namespace)
-    assert after, "the full run's cell was not found"
+    _guided_full_run(namespace, recording)
     kept, last, averaged = namespace["checkpoints"], namespace["last"].state_dict(), namespace["model"].state_dict()
     assert len(kept) == 2
     for checkpoint, step in zip(kept, (6, 8)):
@@ -143,3 +151,12 @@ def test_the_guided_full_run_scores_the_average_of_its_last_checkpoints(capsys):
     assert not all(torch.equal(averaged[name], last[name]) for name in last)
     printed = capsys.readouterr().out
     assert "exact match of the last weights" in printed and "average of the last 2 checkpoints" in printed
+
+
+@pytest.mark.slow
+def test_a_fit_that_reads_every_batch_before_training_is_named_in_the_guided_run():
+    def eager(fit):
+        return lambda model, batches, **kwargs: fit(model, list(batches), **kwargs)
+
+    with pytest.raises(RuntimeError, match=r"read the batches before it trained"):
+        _guided_full_run({}, eager)
