@@ -142,7 +142,8 @@ def test_the_guided_full_run_scores_the_average_of_its_last_checkpoints(capsys):
         return recording_fit
 
     _guided_full_run(namespace, recording)
-    kept, last, averaged = namespace["checkpoints"], namespace["last"].state_dict(), namespace["model"].state_dict()
+    kept = namespace["checkpoints"]
+    last, averaged = namespace["model"].state_dict(), namespace["averaged"].state_dict()
     assert len(kept) == 2
     for checkpoint, step in zip(kept, (6, 8)):
         assert all(torch.equal(checkpoint[name], after[step - 1][name]) for name in checkpoint)
