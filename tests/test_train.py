@@ -162,6 +162,31 @@ def test_a_cpu_trains_the_readable_attention_path_unless_told_otherwise():
     assert run(precision="fp32", model={**TINY, "attn_impl": "sdpa"})["model_config"]["attn_impl"] == "sdpa"
 
 
+def test_the_compile_warm_up_leaves_no_trace_in_the_run(monkeypatch):
+    # torch.compile as the identity: the warm-up passes run, without minutes of compiling. With
+    # dropout, a warm-up that stepped, kept its gradients or drew from the generators shows.
+    monkeypatch.setattr(torch, "compile", lambda module, mode: module)
+    settings = dict(FAST, steps=3, eval_every=3, log_every=1, model={**TINY, "dropout": 0.2})
+    run = lambda compile: train(TrainConfig(**settings, compile=compile))  # noqa: E731
+    plain, warmed = run(False), run(True)
+    assert [log["loss"] for log in warmed["losses"]] == [log["loss"] for log in plain["losses"]]
+    for a, b in zip(plain["model"].parameters(), warmed["model"].parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert plain["summary"]["compile_seconds"] == 0.0 < warmed["summary"]["compile_seconds"]
+
+
+@pytest.mark.slow
+def test_a_compiled_run_trains_as_the_eager_one_and_compiles_off_the_clock():
+    settings = dict(FAST, task="dates", task_args={}, steps=3, eval_every=3, log_every=1, device="cpu",
+                    precision="fp32", model=TINY_SEQ2SEQ)
+    eager, compiled = train(TrainConfig(**settings)), train(TrainConfig(**settings, compile=True))
+    assert [log["loss"] for log in compiled["losses"]] == pytest.approx([log["loss"] for log in eager["losses"]],
+                                                                       rel=1e-4)
+    # compiling takes seconds; three steps of this model, milliseconds: the clock saw only those
+    assert compiled["summary"]["train_seconds"] < compiled["summary"]["compile_seconds"]
+    assert (compiled["summary"]["compiled"], compiled["summary"]["compile_mode"]) == (True, "default")
+
+
 def test_length_buckets_trim_only_padding_and_give_the_whole_batch_gradient():
     """Rows split by source length and trimmed: the same rows, the same loss, the same gradient."""
     torch.manual_seed(0)
@@ -296,6 +321,18 @@ def test_cli_prints_a_json_summary_last(tmp_path):
     assert (tmp_path / "checkpoint.pt").exists() and (tmp_path / "history.json").exists()
 
 
+def test_a_compile_mode_on_the_command_line_compiles_in_that_mode(monkeypatch, capsys):
+    modes = []
+    monkeypatch.setattr(torch, "compile", lambda module, mode: modes.append(mode) or module)
+    args = ["--task", "copy", "--n-digits", "3", "--steps", "1", "--batch-size", "8", "--eval-size", "8", "--d-model",
+            "32", "--n-heads", "2", "--d-ff", "32", "--device", "cpu", "--no-progress"]
+    main(args)
+    main([*args, "--compile"])
+    summary = main([*args, "--compile-mode", "reduce-overhead"])["summary"]
+    assert modes == ["default", "reduce-overhead"]
+    assert (summary["compiled"], summary["compile_mode"]) == (True, "reduce-overhead")
+
+
 def test_learning_rate_warms_up_then_decays_by_cosine():
     cfg = TrainConfig(steps=1000, warmup=100, lr=1e-3, min_lr_ratio=0.1)
     assert lr_at(0, cfg) == pytest.approx(1e-5)
@@ -322,6 +359,7 @@ def test_noam_schedule_is_the_2017_curve_with_its_peak_at_lr():
     (dict(schedule="linear"), "unknown schedule"), (dict(schedule="noam", warmup=0), "warmup"),
     (dict(precision="fp8"), "unknown precision"), (dict(quick_eval_size=-1), "quick_eval_size"),
     (dict(label_smoothing=1.0), "label_smoothing"), (dict(length_buckets=-1), "length_buckets must be 0 or more"),
+    (dict(compile_mode="fastest"), "unknown compile_mode 'fastest'"),
 ])
 def test_bad_settings_raise_errors_naming_them(settings, says):
     with pytest.raises(SettingsError, match=says):
