@@ -155,6 +155,12 @@ def test_a_batch_that_cannot_fit_is_an_error_naming_what_to_change():
         fit_to_memory(cfg, training_memory(replace(cfg, batch_size=1), "cpu") - 1, "cpu")
 
 
+def test_a_compile_mode_torch_does_not_know_is_named():
+    with pytest.raises(SettingsError, match="unknown compile_mode 'fastest'"):
+        BenchConfig(**{**TINY, "compile_mode": "fastest"})
+    assert BenchConfig(**{**TINY, "compile_mode": "reduce-overhead"}).compile_mode == "reduce-overhead"
+
+
 def test_attention_lengths_that_do_not_fit_are_skipped_and_said_so(capsys):
     cfg = BenchConfig(**TINY)
     short, long = cfg.attn_lengths
@@ -211,6 +217,7 @@ def test_a_small_memory_limit_shrinks_the_batch_and_says_so(planned, capsys):
     (["--n-heads", "3"], "d_model 64 is not divisible by n_heads 3"),
     (["--batch-size", "4", "--memory-gib", "0.000001"], "choose a smaller --batch-size"),
     (["--memory-gib", "-1"], "--memory-gib must be positive"),
+    (["--compile-mode", "fastest"], "invalid choice: 'fastest'"),
 ])
 def test_cli_bad_input_is_one_error_line_and_exit_status_2(args, says, tmp_path, capsys, monkeypatch, planned):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

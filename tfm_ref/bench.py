@@ -3,6 +3,7 @@
     python -m tfm_ref.bench                      # base model (d 512, 8 heads, 6+6 layers), GPU if any
     python -m tfm_ref.bench --device cpu         # the same widths, at a batch and lengths for a CPU
     python -m tfm_ref.bench --tiny --device cpu  # seconds, for CI
+    python -m tfm_ref.bench --compile-mode max-autotune   # both models in another torch.compile mode
 
 Measures, for both models: training tokens per second (forward, loss, backward, AdamW step),
 eager and ``torch.compile``d, peak memory, and on a GPU the model FLOPs utilisation (MFU: the
@@ -43,7 +44,7 @@ from .attention import scaled_dot_product_attention, sdpa_attention
 from .cli import OneLineParser, SettingsError, check_writable_folder, pick_device
 from .config import TransformerConfig
 from .positional import sinusoidal_positional_encoding
-from .train import autocast, synchronize
+from .train import COMPILE_MODES, autocast, synchronize
 from .transformer import Transformer
 
 __all__ = ["BenchConfig", "TorchTransformerLM", "training_flops", "peak_bf16_flops", "available_memory",
@@ -88,6 +89,7 @@ class BenchConfig:
     steps: int = 20  # timed steps
     warmup: int = 5  # untimed steps (and compilation)
     compile: bool = True
+    compile_mode: str = "default"  # torch.compile's mode (COMPILE_MODES), the same for both models
     attn_lengths: tuple[int, ...] = (256, 512, 1024, 2048, 4096)
     attn_batch: int = 8
     peak_tflops: float | None = None  # the device's dense bf16 peak, for a GPU that PEAK_BF16 does not list
@@ -105,6 +107,8 @@ class BenchConfig:
             raise SettingsError(f"dropout must lie in [0, 1), got {self.dropout}")
         if not self.attn_lengths or min(self.attn_lengths) < 1:
             raise SettingsError(f"attn_lengths must be positive lengths, got {list(self.attn_lengths)}")
+        if self.compile_mode not in COMPILE_MODES:
+            raise SettingsError(f"unknown compile_mode {self.compile_mode!r}; choose one of {list(COMPILE_MODES)}")
         if self.peak_tflops is not None and self.peak_tflops <= 0:
             raise SettingsError(f"peak_tflops must be positive, got {self.peak_tflops}")
 
@@ -252,7 +256,7 @@ def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.de
     """Time ``cfg.steps`` training steps of ``model`` after ``cfg.warmup`` untimed ones."""
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # one kernel, on a CPU too
-    run_model = torch.compile(model) if compile else model
+    run_model = torch.compile(model, mode=cfg.compile_mode) if compile else model
     g = torch.Generator().manual_seed(0)
     src = torch.randint(3, cfg.vocab_size, (cfg.batch_size, cfg.seq_len), generator=g).to(device)
     tgt = torch.randint(3, cfg.vocab_size, (cfg.batch_size, cfg.seq_len + 1), generator=g).to(device)
@@ -389,6 +393,8 @@ def _parser() -> OneLineParser:
     p.add_argument("--memory-gib", type=float, default=None,
                    help=f"memory to plan the sizes for (default: {MEMORY_FRACTION:.0%}% of what the device has free)")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile measurements")
+    p.add_argument("--compile-mode", choices=COMPILE_MODES, default=None,
+                   help="torch.compile's mode for both models (default: default)")
     p.add_argument("--tiny", action="store_true", help="a tiny configuration that runs in seconds (CI)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--out", help="also write the full results here (JSON)")
