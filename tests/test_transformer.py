@@ -87,6 +87,22 @@ def test_decoder_only_lm_is_causal_and_learns(variant):
     assert loss.item() < 0.1
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_training_pass_compiles_to_one_graph_each_way(variant):
+    # One graph forward (and so one backward) is what lets torch.compile's CUDA-graph mode replay a
+    # whole pass in one launch; fullgraph=True raises at any graph break (a value read on the host,
+    # an unsupported call). The "eager" backend only traces, so this takes seconds, not minutes.
+    config = TransformerConfig(vocab_size=50, **{**SMALL, **variant, "dropout": 0.1})
+    src, tgt = torch.randint(0, 50, (2, 7)), torch.randint(0, 50, (2, 6))
+    for model, args in ((Transformer(config), (src, tgt, padding_mask([7, 4], 7))), (DecoderOnlyLM(config), (tgt,))):
+        torch.manual_seed(0)
+        expected = model(*args)
+        torch.manual_seed(0)
+        traced = torch.compile(model, fullgraph=True, backend="eager")(*args)
+        torch.testing.assert_close(traced, expected)
+        traced.sum().backward()
+
+
 def test_decoder_only_lm_has_no_cross_attention():
     model = DecoderOnlyLM(TransformerConfig(vocab_size=10, **SMALL))
     assert all(layer.cross_attn is None for layer in model.decoder.layers)
