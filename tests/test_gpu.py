@@ -1,5 +1,6 @@
-"""On a GPU, the fast paths equal the readable ones: the fused bf16 attention kernels, and a
-torch.compile'd training step, and the trainer compiled, with CUDA graphs too. Skipped without CUDA (CI has none); run them where one is lent."""
+"""On a GPU, the fast paths equal the readable ones: the fused bf16 attention kernels, a
+torch.compile'd training step, and the trainer compiled, with CUDA graphs too. Skipped without
+CUDA (CI has none); run them where one is lent."""
 import copy
 
 import pytest

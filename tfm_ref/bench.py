@@ -44,7 +44,7 @@ from .attention import scaled_dot_product_attention, sdpa_attention
 from .cli import OneLineParser, SettingsError, check_writable_folder, pick_device
 from .config import TransformerConfig
 from .positional import sinusoidal_positional_encoding
-from .train import COMPILE_MODES, autocast, synchronize
+from .train import COMPILE_MODES, autocast, check_compile_mode, synchronize
 from .transformer import Transformer
 
 __all__ = ["BenchConfig", "TorchTransformerLM", "training_flops", "peak_bf16_flops", "available_memory",
@@ -107,8 +107,7 @@ class BenchConfig:
             raise SettingsError(f"dropout must lie in [0, 1), got {self.dropout}")
         if not self.attn_lengths or min(self.attn_lengths) < 1:
             raise SettingsError(f"attn_lengths must be positive lengths, got {list(self.attn_lengths)}")
-        if self.compile_mode not in COMPILE_MODES:
-            raise SettingsError(f"unknown compile_mode {self.compile_mode!r}; choose one of {list(COMPILE_MODES)}")
+        check_compile_mode(self.compile_mode)
         if self.peak_tflops is not None and self.peak_tflops <= 0:
             raise SettingsError(f"peak_tflops must be positive, got {self.peak_tflops}")
 

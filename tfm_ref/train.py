@@ -64,12 +64,18 @@ from .transformer import DecoderOnlyLM, Transformer
 
 __all__ = ["TrainConfig", "train", "build_model", "model_logits", "exact_match", "lr_at", "autocast", "autocast_dtype",
            "synchronize", "rng_state", "restore_rng_state", "warm_up", "export_model", "TASK_MODELS", "PRECISIONS",
-           "COMPILE_MODES", "main"]
+           "COMPILE_MODES", "check_compile_mode", "main"]
 
 PRECISIONS = ("auto", "bf16", "fp32")
 # torch.compile's modes: "reduce-overhead" replays the compiled steps as CUDA graphs (on a GPU),
 # one launch instead of one per kernel, for models too small to keep a GPU busy between launches.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def check_compile_mode(mode: str) -> None:
+    """Raise SettingsError naming ``mode`` unless it is one of `COMPILE_MODES` (the trainer's and the bench's)."""
+    if mode not in COMPILE_MODES:
+        raise SettingsError(f"unknown compile_mode {mode!r}; choose one of {list(COMPILE_MODES)}")
 
 # Small models that learn each task quickly: Pre-Norm (stable at a high learning rate),
 # no dropout (the data never repeats, so there is nothing to overfit).
@@ -142,8 +148,7 @@ class TrainConfig:
             raise SettingsError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}")
         if self.precision not in PRECISIONS:
             raise SettingsError(f"unknown precision {self.precision!r}; choose one of {list(PRECISIONS)}")
-        if self.compile_mode not in COMPILE_MODES:
-            raise SettingsError(f"unknown compile_mode {self.compile_mode!r}; choose one of {list(COMPILE_MODES)}")
+        check_compile_mode(self.compile_mode)
         check_device_name(self.device)
         if self.resume and not self.out:
             raise SettingsError("resume needs out, the folder holding the checkpoint")
