@@ -52,6 +52,16 @@ def test_bench_cli_runs_on_cpu_and_prints_json_last():
     assert summary["ratio_vs_torch"] == pytest.approx(summary["tokens_per_s"] / summary["torch_tokens_per_s"])
 
 
+def test_the_profile_says_where_tfm_refs_step_spends_its_time(tmp_path, capsys):
+    profile = tmp_path / "profile.txt"
+    bench.main(["--tiny", "--device", "cpu", "--no-compile", "--profile", str(profile)])
+    header, table = profile.read_text().split("\n", 1)
+    assert header.startswith("tfm_ref eager, BenchConfig(d_model=64")
+    rows = [line.split() for line in table.splitlines() if line.lstrip().startswith("aten::")]
+    assert {"aten::addmm", "aten::mm"} & {row[0] for row in rows}  # the linear maps, forward and backward
+    assert "Self CPU time total" in table
+
+
 def test_both_models_have_the_same_parameter_count():
     ours, theirs = _models(BenchConfig(**TINY))
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
@@ -177,8 +187,8 @@ def planned(monkeypatch):
     """What `main` passes to `run`, without running it."""
     calls = {}
 
-    def run(cfg, device, memory):
-        calls.update(cfg=cfg, device=device, memory=memory)
+    def run(cfg, device, memory, profile=None):
+        calls.update(cfg=cfg, device=device, memory=memory, profile=profile)
         return {"training": {}, "summary": {"device": "cpu", "peak_tflops": None}}
 
     monkeypatch.setattr(bench, "run", run)
@@ -212,6 +222,8 @@ def test_a_small_memory_limit_shrinks_the_batch_and_says_so(planned, capsys):
     *BAD_INPUT_EITHER_CLI,
     (["--out", "{file}/bench.json"], "cannot write to {file}"),
     (["--out", "{folder}"], "is a folder; give a file name"),
+    (["--profile", "{folder}"], "--profile {folder} is a folder; give a file name"),
+    (["--profile", "{file}/profile.txt"], "cannot write to {file}"),
     (["--task", "dates"], "unrecognized arguments: --task dates"),
     (["--attn-lengths", "256,lots"], "expected comma-separated integers"),
     (["--n-heads", "3"], "d_model 64 is not divisible by n_heads 3"),
@@ -223,4 +235,4 @@ def test_cli_bad_input_is_one_error_line_and_exit_status_2(args, says, tmp_path,
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     error = error_line(bench.main, ["--tiny", "--device", "cpu", *args], capsys, tmp_path)
     assert error.startswith("python -m tfm_ref.bench: error: ")
-    assert says.format(file=tmp_path / "file") in error and not planned
+    assert says.format(file=tmp_path / "file", folder=tmp_path) in error and not planned

@@ -16,7 +16,7 @@ def measure_gpu(monkeypatch):
     spec = importlib.util.spec_from_file_location("measure_gpu", RESULTS / "measure_gpu.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    monkeypatch.setattr(module, "BENCH_ARGS", "--tiny")  # seconds, not the base model
+    monkeypatch.setattr(module, "BENCH_ARGS", "--tiny --profile {out}/bench_profile.txt")  # seconds, not the base model
     return module
 
 
@@ -56,6 +56,9 @@ def test_a_failing_part_is_reported_and_the_next_one_still_runs(measure_gpu, tmp
     out = capsys.readouterr().out
     assert status == 1 and "dates failed" in out
     assert not (tmp_path / "date.json").exists() and (tmp_path / "bench.json").exists()
+    assert (tmp_path / "bench_profile.txt").read_text().startswith("tfm_ref eager, BenchConfig(d_model=64")
+    assert json.loads((tmp_path / "bench.json").read_text())["command"] == \
+        "python -m tfm_ref.bench --tiny --profile ./bench_profile.txt --out bench.json"
 
 
 def test_an_unknown_part_or_a_missing_gpu_is_named(measure_gpu, capsys, monkeypatch):

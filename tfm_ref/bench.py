@@ -12,6 +12,8 @@ bf16 peak, looked up by its name in `PEAK_BF16`; none for a GPU not listed there
 --peak-tflops gives it). Then the attention kernels alone: the readable eager path against SDPA
 over sequence lengths, time (forward + backward) and peak memory. The last stdout line is JSON
 with ``tokens_per_s`` (tfm_ref; compiled when compiling), ``torch_tokens_per_s`` and ``ratio_vs_torch``.
+``--profile FILE`` also writes where a tfm_ref step spends its time (`profile_steps`), to find what to
+speed up before writing any of it.
 
 Sizes follow the device (`DEVICE_SIZES`) and its free memory: a batch the user did not choose
 is halved until `training_memory` fits, and attention lengths whose `attention_memory` does
@@ -49,7 +51,7 @@ from .transformer import Transformer
 
 __all__ = ["BenchConfig", "TorchTransformerLM", "training_flops", "peak_bf16_flops", "available_memory",
            "planning_memory", "training_memory", "attention_memory", "fit_to_memory", "bench_training",
-           "bench_attention", "run", "main", "PEAK_BF16", "DEVICE_SIZES", "MEMORY_FRACTION"]
+           "profile_steps", "bench_attention", "run", "main", "PEAK_BF16", "DEVICE_SIZES", "MEMORY_FRACTION"]
 
 # Dense (not sparse) bf16 tensor-core peaks in FLOP/s, from NVIDIA's data sheets (which print the
 # sparse figure, twice these), for MFU. The first pattern that matches the device name wins, so
@@ -251,8 +253,9 @@ def fit_to_memory(cfg: BenchConfig, memory: int, device_type: str = "cuda",
 
 
 def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.device, *, compile: bool,
-                   desc: str) -> dict:
-    """Time ``cfg.steps`` training steps of ``model`` after ``cfg.warmup`` untimed ones."""
+                   desc: str, profile: Path | None = None) -> dict:
+    """Time ``cfg.steps`` training steps of ``model`` after ``cfg.warmup`` untimed ones; then, given a
+    ``profile`` file, write `profile_steps` of a few more steps there."""
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # one kernel, on a CPU too
     run_model = torch.compile(model, mode=cfg.compile_mode) if compile else model
@@ -286,7 +289,23 @@ def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.de
         result["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
         peak = _peak_flops(cfg, device)
         result["mfu"] = None if peak is None else training_flops(cfg) / seconds / peak[1]
+    if profile is not None:
+        profile.write_text(f"{desc}, {cfg}\n{profile_steps(step, device)}\n")
     return result
+
+
+def profile_steps(step, device: torch.device, steps: int = 3, rows: int = 30) -> str:
+    """The operations ``steps`` calls of ``step`` run, the slowest first (on a GPU by their kernels'
+    time on the device, else by CPU time), as torch.profiler's table of ``rows`` rows."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profiler:
+        for _ in range(steps):
+            step()
+        synchronize(device)
+    key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return profiler.key_averages().table(sort_by=key, row_limit=rows)
 
 
 def _peak_flops(cfg: BenchConfig, device: torch.device) -> tuple[str, float] | None:
@@ -339,10 +358,11 @@ def bench_attention(cfg: BenchConfig, device: torch.device, repeats: int = 5, me
     return rows
 
 
-def run(cfg: BenchConfig, device: torch.device, memory: int | None = None) -> dict:
+def run(cfg: BenchConfig, device: torch.device, memory: int | None = None, profile: Path | None = None) -> dict:
     """Every measurement; returns the results (the CLI prints them).
 
     memory: bytes the attention sweep may use (see `bench_attention`); None: `planning_memory`.
+    profile: a file for `profile_steps` of tfm_ref's steps (compiled, when compiling).
     """
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -357,7 +377,8 @@ def run(cfg: BenchConfig, device: torch.device, memory: int | None = None) -> di
         label = "compiled" if compile else "eager"
         torch.manual_seed(0)
         results["training"][f"tfm_ref_{label}"] = bench_training(
-            Transformer(model_config), ours, cfg, device, compile=compile, desc=f"tfm_ref {label}")
+            Transformer(model_config), ours, cfg, device, compile=compile, desc=f"tfm_ref {label}",
+            profile=profile if compile == modes[-1] else None)
         torch.manual_seed(0)
         results["training"][f"torch_{label}"] = bench_training(
             TorchTransformerLM(cfg, cfg.seq_len + 1), ours, cfg, device, compile=compile, desc=f"nn.Transformer {label}")
@@ -397,6 +418,7 @@ def _parser() -> OneLineParser:
     p.add_argument("--tiny", action="store_true", help="a tiny configuration that runs in seconds (CI)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--out", help="also write the full results here (JSON)")
+    p.add_argument("--profile", help="also write where tfm_ref's training step spends its time here (a table)")
     return p
 
 
@@ -424,16 +446,18 @@ def main(argv: list[str] | None = None) -> dict:
         if args.memory_gib is not None and args.memory_gib <= 0:
             raise SettingsError(f"--memory-gib must be positive, got {args.memory_gib}")
         memory = int(args.memory_gib * 2**30) if args.memory_gib else planning_memory(device)
-        if args.out:
-            if Path(args.out).is_dir():
-                raise SettingsError(f"--out {args.out} is a folder; give a file name, e.g. {Path(args.out) / 'bench.json'}")
-            check_writable_folder(Path(args.out).absolute().parent)
+        for option, example in (("out", "bench.json"), ("profile", "profile.txt")):
+            path = getattr(args, option)
+            if path and Path(path).is_dir():
+                raise SettingsError(f"--{option} {path} is a folder; give a file name, e.g. {Path(path) / example}")
+            if path:
+                check_writable_folder(Path(path).absolute().parent)
         cfg, notes = fit_to_memory(cfg, memory, device.type, chosen)
     except SettingsError as error:
         parser.error(str(error))
     for note in notes:
         print(note, file=sys.stderr)
-    results = run(cfg, device, memory)
+    results = run(cfg, device, memory, Path(args.profile) if args.profile else None)
     if results["summary"]["device"] != "cpu" and results["summary"]["peak_tflops"] is None:
         print(f"no MFU: the bf16 peak of {results['summary']['device']} is not in tfm_ref.bench.PEAK_BF16; "
               f"give it with --peak-tflops", file=sys.stderr)

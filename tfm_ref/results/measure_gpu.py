@@ -11,7 +11,7 @@ Parts, in the order they run:
   laid out as ``h100_date.json`` (the Training results page reads that layout).
 * ``tests``: ``tests/test_gpu.py``, the fast paths against the readable ones → ``test_gpu.log``.
 * ``bench``: the base model against compiled ``nn.Transformer`` (`BENCH_ARGS`) → ``bench.json``,
-  laid out as ``h100_bench.json``.
+  laid out as ``h100_bench.json``, and where tfm_ref's compiled step spends its time → ``bench_profile.txt``.
 * ``bench-d1024``: the same at d_model 1024, 16 heads, d_ff 4096, for MFU (`BENCH_D1024_ARGS`)
   → ``bench_d1024.json``.
 
@@ -36,7 +36,7 @@ import torch
 
 DATE_RECIPE = ("--task dates --batch-size 2048 --lr 3e-3 --warmup 50 --steps 450 --eval-every 25 --eval-size 5000 "
                "--compile-mode reduce-overhead")
-BENCH_ARGS = "--steps 50"
+BENCH_ARGS = "--steps 50 --profile {out}/bench_profile.txt"
 BENCH_D1024_ARGS = "--d-model 1024 --n-heads 16 --d-ff 4096 --steps 20 --attn-lengths 1024"
 PARTS = ("dates", "tests", "bench", "bench-d1024")
 TIME_LIMITS = {"dates": 200, "tests": 240, "bench": 240, "bench-d1024": 240}  # seconds; dates: per seed
@@ -85,11 +85,11 @@ def measure_dates(out: Path, device: str, seeds: list[int], recipe: str) -> dict
 def measure_bench(out: Path, device: str, args: str, name: str, time_limit: float) -> dict:
     """``python -m tfm_ref.bench {args}`` with its command, device, date and torch version on top."""
     target = out / name
-    _python(f"-m tfm_ref.bench {args} --device {device} --out {target}", time_limit)
+    _python(f"-m tfm_ref.bench {args.format(out=out)} --device {device} --out {target}", time_limit)
     results = json.loads(target.read_text())
     record = {**_header("tfm_ref.Transformer vs torch.nn.Transformer (same configuration, same run), training "
                         "tokens/s, eager and torch.compile; attention alone: eager vs SDPA",
-                        f"python -m tfm_ref.bench {args} --out {name}", device), **results}
+                        f"python -m tfm_ref.bench {args.format(out='.')} --out {name}", device), **results}
     target.write_text(json.dumps(record, indent=1))
     s = results["summary"]
     mfu = "" if s.get("mfu") is None else f", MFU {s['mfu']:.1%} (nn.Transformer {s['torch_mfu']:.1%})"
