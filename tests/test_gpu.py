@@ -1,12 +1,15 @@
 """On a GPU, the fast paths equal the readable ones: the fused bf16 attention kernels, a
-torch.compile'd training step, and the trainer compiled, with CUDA graphs too. Skipped without
-CUDA (CI has none); run them where one is lent."""
+torch.compile'd training step, and the trainer compiled, with CUDA graphs too; and a batch goes
+up without waiting for the GPU. Skipped without CUDA (CI has none); run them where one is lent
+(`tfm_ref/results/measure_gpu.py tests`)."""
 import copy
+import time
 
 import pytest
 import torch
 
 import tfm_ref
+from tfm_ref.tasks import DateTask
 from tfm_ref.train import TrainConfig, train
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -67,3 +70,18 @@ def test_the_trainer_compiled_trains_as_the_eager_one(mode):
     assert [log["loss"] for log in compiled["losses"]] == pytest.approx([log["loss"] for log in eager["losses"]],
                                                                        rel=1e-2)
     assert compiled["summary"]["compile_mode"] == mode and compiled["summary"]["compile_seconds"] > 0
+
+
+def test_a_batch_goes_up_while_the_gpu_is_still_busy():
+    batch = DateTask().batch_for_step(0, 2048, seed=0)
+    batch.to("cuda", non_blocking=True)  # the first copy sets up the pinned memory pool
+    torch.cuda.synchronize()
+    torch.cuda._sleep(2_000_000_000)  # keeps the GPU busy for about a second (cycles at ~2 GHz)
+    start = time.perf_counter()
+    moved = batch.to("cuda", non_blocking=True)
+    queued_in = time.perf_counter() - start
+    torch.cuda.synchronize()
+    # from pageable memory the copy would have waited for the sleep to end
+    assert queued_in < 0.2, f"Batch.to waited {queued_in:.2f} s for the GPU's queued work"
+    for name in ("inp", "target", "src", "src_mask"):
+        assert torch.equal(getattr(moved, name).cpu(), getattr(batch, name)), name

@@ -43,7 +43,11 @@ class Batch:
     src_mask: torch.Tensor | None = None
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
-        move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)  # noqa: E731
+        """The batch on ``device``. To a GPU with ``non_blocking``, through pinned memory: a copy from
+        ordinary (pageable) memory first waits for all the work queued on the GPU, so the next batch
+        could not go up while the current step runs."""
+        pin = non_blocking and torch.device(device).type == "cuda"
+        move = lambda t: None if t is None else (t.pin_memory() if pin else t).to(device, non_blocking=non_blocking)  # noqa: E731
         return Batch(move(self.inp), move(self.target), move(self.src), move(self.src_mask))
 
     def __getitem__(self, rows: slice) -> "Batch":
