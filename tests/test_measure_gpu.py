@@ -50,6 +50,21 @@ def test_the_bench_record_has_the_recorded_layout_and_its_command(measure_gpu, t
 
 
 @pytest.mark.slow
+def test_a_failing_seed_keeps_the_runs_before_it(measure_gpu, tmp_path, monkeypatch):
+    run_python = measure_gpu._python
+
+    def fail_the_second_seed(args, timeout):
+        if "--seed 1 " in args:
+            raise measure_gpu.subprocess.TimeoutExpired(args, timeout)
+        run_python(args, timeout)
+
+    monkeypatch.setattr(measure_gpu, "_python", fail_the_second_seed)
+    with pytest.raises(measure_gpu.subprocess.TimeoutExpired):
+        measure_gpu.measure_dates(tmp_path, "cpu", [0, 1], TINY_RECIPE)
+    assert [run["seed"] for run in json.loads((tmp_path / "date.json").read_text())["runs"]] == [0]
+
+
+@pytest.mark.slow
 def test_a_failing_part_is_reported_and_the_next_one_still_runs(measure_gpu, tmp_path, capsys):
     status = measure_gpu.main(["dates", "bench", "--device", "cpu", "--out", str(tmp_path), "--seeds", "0",
                                "--recipe", TINY_RECIPE + " --lr -1"])
