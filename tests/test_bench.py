@@ -31,6 +31,7 @@ from tfm_ref.bench import (
 )
 from tfm_ref.cli import SettingsError
 from tfm_ref.config import TransformerConfig
+from tfm_ref.train import token_loss_sum
 from tfm_ref.transformer import Transformer
 from tfm_ref.widgets.efficiency import PeakMemory
 
@@ -56,10 +57,24 @@ def test_the_profile_says_where_tfm_refs_step_spends_its_time(tmp_path, capsys):
     profile = tmp_path / "profile.txt"
     bench.main(["--tiny", "--device", "cpu", "--no-compile", "--profile", str(profile)])
     header, table = profile.read_text().split("\n", 1)
-    assert header.startswith("tfm_ref eager, BenchConfig(d_model=64")
+    assert header.startswith("tfm_ref_eager, BenchConfig(d_model=64")
     rows = [line.split() for line in table.splitlines() if line.lstrip().startswith("aten::")]
     assert {"aten::addmm", "aten::mm"} & {row[0] for row in rows}  # the linear maps, forward and backward
     assert "Self CPU time total" in table
+
+
+def test_compiled_each_model_trains_its_own_way_and_nn_transformer_with_the_compiled_loss_too(monkeypatch):
+    compiled = []  # what each row compiled, in order: the models and the loss
+    monkeypatch.setattr(torch, "compile", lambda fn, mode: compiled.append(fn) or fn)
+    results = bench.run(BenchConfig(**{**TINY, "compile": True, "attn_lengths": (16,)}), torch.device("cpu"))
+    assert list(results["training"]) == ["tfm_ref_eager", "torch_eager", "tfm_ref_compiled", "torch_compiled",
+                                         "torch_compiled+loss"]
+    kinds = ["loss" if fn is token_loss_sum else type(fn).__name__ for fn in compiled]
+    assert kinds == ["Transformer", "loss", "TorchTransformerLM", "TorchTransformerLM", "loss"]
+    s, rows = results["summary"], results["training"]
+    assert s["ratio_vs_torch"] == rows["tfm_ref_compiled"]["tokens_per_s"] / rows["torch_compiled"]["tokens_per_s"]
+    assert s["ratio_vs_torch_compiled_loss"] == \
+        rows["tfm_ref_compiled"]["tokens_per_s"] / rows["torch_compiled+loss"]["tokens_per_s"]
 
 
 def test_both_models_have_the_same_parameter_count():

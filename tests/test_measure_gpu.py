@@ -71,7 +71,7 @@ def test_a_failing_part_is_reported_and_the_next_one_still_runs(measure_gpu, tmp
     out = capsys.readouterr().out
     assert status == 1 and "dates failed" in out
     assert not (tmp_path / "date.json").exists() and (tmp_path / "bench.json").exists()
-    assert (tmp_path / "bench_profile.txt").read_text().startswith("tfm_ref eager, BenchConfig(d_model=64")
+    assert (tmp_path / "bench_profile.txt").read_text().startswith("tfm_ref_eager, BenchConfig(d_model=64")
     assert json.loads((tmp_path / "bench.json").read_text())["command"] == \
         "python -m tfm_ref.bench --tiny --profile ./bench_profile.txt --out bench.json"
 

@@ -30,6 +30,7 @@ from tfm_ref.train import (
     model_logits,
     restore_rng_state,
     rng_state,
+    token_loss_sum,
     train,
 )
 
@@ -173,6 +174,26 @@ def test_the_compile_warm_up_leaves_no_trace_in_the_run(monkeypatch):
     for a, b in zip(plain["model"].parameters(), warmed["model"].parameters(), strict=True):
         assert torch.equal(a, b)
     assert plain["summary"]["compile_seconds"] == 0.0 < warmed["summary"]["compile_seconds"]
+
+
+@pytest.mark.slow
+def test_the_compiled_loss_equals_the_eager_one_with_its_gradient():
+    # what --compile trains with: one fused pass over bf16 logits (as autocast gives them), smoothed,
+    # with unscored positions
+    logits = torch.randn(4, 6, 50, dtype=torch.bfloat16) * 3
+    target = torch.randint(0, 50, (4, 6))
+    target[0, 3:] = IGNORE_INDEX
+    results = []
+    for loss_sum_of in (token_loss_sum, torch.compile(token_loss_sum)):
+        x = logits.clone().requires_grad_()
+        loss = loss_sum_of(x, target, 0.1)
+        loss.backward()
+        results.append((loss, x.grad))
+    (eager, eager_grad), (fused, fused_grad) = results
+    assert eager.dtype == fused.dtype == torch.float32 and fused_grad.dtype == torch.bfloat16
+    torch.testing.assert_close(fused, eager)
+    torch.testing.assert_close(fused_grad, eager_grad)
+    assert not fused_grad[0, 3:].any()  # the unscored positions get no gradient
 
 
 @pytest.mark.slow
@@ -322,14 +343,16 @@ def test_cli_prints_a_json_summary_last(tmp_path):
 
 
 def test_a_compile_mode_on_the_command_line_compiles_in_that_mode(monkeypatch, capsys):
-    modes = []
-    monkeypatch.setattr(torch, "compile", lambda module, mode: modes.append(mode) or module)
+    modes = []  # (what was compiled, in which mode)
+    monkeypatch.setattr(torch, "compile", lambda fn, mode: modes.append((getattr(fn, "__name__", type(fn).__name__),
+                                                                          mode)) or fn)
     args = ["--task", "copy", "--n-digits", "3", "--steps", "1", "--batch-size", "8", "--eval-size", "8", "--d-model",
             "32", "--n-heads", "2", "--d-ff", "32", "--device", "cpu", "--no-progress"]
     main(args)
     main([*args, "--compile"])
     summary = main([*args, "--compile-mode", "reduce-overhead"])["summary"]
-    assert modes == ["default", "reduce-overhead"]
+    assert modes == [("DecoderOnlyLM", "default"), ("token_loss_sum", "default"),
+                     ("DecoderOnlyLM", "reduce-overhead"), ("token_loss_sum", "reduce-overhead")]
     assert (summary["compiled"], summary["compile_mode"]) == (True, "reduce-overhead")
 
 

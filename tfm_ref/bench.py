@@ -12,6 +12,12 @@ bf16 peak, looked up by its name in `PEAK_BF16`; none for a GPU not listed there
 --peak-tflops gives it). Then the attention kernels alone: the readable eager path against SDPA
 over sequence lengths, time (forward + backward) and peak memory. The last stdout line is JSON
 with ``tokens_per_s`` (tfm_ref; compiled when compiling), ``torch_tokens_per_s`` and ``ratio_vs_torch``.
+
+Compiled, each model trains its own way: tfm_ref compiles its loss too, as `tfm_ref.train` does
+(one fused pass over the B·T·V logits, where the eager loss makes several, in float32, forward and
+backward), and ``nn.Transformer`` the usual way, the model compiled and the loss not. A third
+compiled row, ``torch_compiled+loss``, gives ``nn.Transformer`` the compiled loss as well, so that
+the summary's ``ratio_vs_torch_compiled_loss`` shows what the model alone makes of the difference.
 ``--profile FILE`` also writes where a tfm_ref step spends its time (`profile_steps`), to find what to
 speed up before writing any of it.
 
@@ -38,7 +44,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -46,7 +51,7 @@ from .attention import scaled_dot_product_attention, sdpa_attention
 from .cli import OneLineParser, SettingsError, check_writable_folder, pick_device
 from .config import TransformerConfig
 from .positional import sinusoidal_positional_encoding
-from .train import COMPILE_MODES, autocast, check_compile_mode, synchronize
+from .train import COMPILE_MODES, autocast, check_compile_mode, synchronize, token_loss_sum
 from .transformer import Transformer
 
 __all__ = ["BenchConfig", "TorchTransformerLM", "training_flops", "peak_bf16_flops", "available_memory",
@@ -253,12 +258,14 @@ def fit_to_memory(cfg: BenchConfig, memory: int, device_type: str = "cuda",
 
 
 def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.device, *, compile: bool,
-                   desc: str, profile: Path | None = None) -> dict:
-    """Time ``cfg.steps`` training steps of ``model`` after ``cfg.warmup`` untimed ones; then, given a
-    ``profile`` file, write `profile_steps` of a few more steps there."""
+                   compile_loss: bool = False, desc: str, profile: Path | None = None) -> dict:
+    """Time ``cfg.steps`` training steps of ``model`` (``compile``: compiled; ``compile_loss``: its loss,
+    the trainer's `token_loss_sum`, too) after ``cfg.warmup`` untimed ones; then, given a ``profile`` file, write
+    `profile_steps` of a few more steps there."""
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # one kernel, on a CPU too
     run_model = torch.compile(model, mode=cfg.compile_mode) if compile else model
+    loss_sum_of = torch.compile(token_loss_sum, mode=cfg.compile_mode) if compile_loss else token_loss_sum
     g = torch.Generator().manual_seed(0)
     src = torch.randint(3, cfg.vocab_size, (cfg.batch_size, cfg.seq_len), generator=g).to(device)
     tgt = torch.randint(3, cfg.vocab_size, (cfg.batch_size, cfg.seq_len + 1), generator=g).to(device)
@@ -266,7 +273,7 @@ def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.de
     def step() -> torch.Tensor:
         with autocast(device, _dtype(device)):
             logits = forward(run_model, src, tgt[:, :-1])  # (B, T, V)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), tgt[:, 1:].flatten())
+        loss = loss_sum_of(logits, tgt[:, 1:], 0.0) / logits.shape[0] / logits.shape[1]  # the mean token loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -372,18 +379,18 @@ def run(cfg: BenchConfig, device: torch.device, memory: int | None = None, profi
     ours = lambda m, src, tgt: m(src, tgt)  # noqa: E731
     results: dict = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, "training": {}}
     results["config"]["attn_lengths"] = list(cfg.attn_lengths)
-    modes = [False, True] if cfg.compile else [False]
-    for compile in modes:
-        label = "compiled" if compile else "eager"
-        torch.manual_seed(0)
-        results["training"][f"tfm_ref_{label}"] = bench_training(
-            Transformer(model_config), ours, cfg, device, compile=compile, desc=f"tfm_ref {label}",
-            profile=profile if compile == modes[-1] else None)
-        torch.manual_seed(0)
-        results["training"][f"torch_{label}"] = bench_training(
-            TorchTransformerLM(cfg, cfg.seq_len + 1), ours, cfg, device, compile=compile, desc=f"nn.Transformer {label}")
-    results["attention"] = bench_attention(cfg, device, memory=memory)
+    # (row, model, compiled, loss compiled): each model's own way, then nn.Transformer with tfm_ref's loss
+    rows = [("tfm_ref_eager", Transformer, False, False), ("torch_eager", TorchTransformerLM, False, False)]
+    if cfg.compile:
+        rows += [("tfm_ref_compiled", Transformer, True, True), ("torch_compiled", TorchTransformerLM, True, False),
+                 ("torch_compiled+loss", TorchTransformerLM, True, True)]
     best = "compiled" if cfg.compile else "eager"
+    for row, kind, compile, compile_loss in rows:
+        torch.manual_seed(0)
+        model = Transformer(model_config) if kind is Transformer else TorchTransformerLM(cfg, cfg.seq_len + 1)
+        results["training"][row] = bench_training(model, ours, cfg, device, compile=compile, compile_loss=compile_loss,
+                                                  desc=row, profile=profile if row == f"tfm_ref_{best}" else None)
+    results["attention"] = bench_attention(cfg, device, memory=memory)
     ref, base = results["training"][f"tfm_ref_{best}"], results["training"][f"torch_{best}"]
     peak = _peak_flops(cfg, device) if device.type == "cuda" else None
     results["summary"] = {
@@ -393,6 +400,10 @@ def run(cfg: BenchConfig, device: torch.device, memory: int | None = None, profi
         "torch_mfu": base.get("mfu"), "peak_tflops": None if peak is None else peak[1] / 1e12,
         "peak_source": None if peak is None else peak[0],
     }
+    if cfg.compile:
+        same_loss = results["training"]["torch_compiled+loss"]["tokens_per_s"]
+        results["summary"].update(torch_compiled_loss_tokens_per_s=same_loss,
+                                  ratio_vs_torch_compiled_loss=ref["tokens_per_s"] / same_loss)
     return results
 
 
@@ -465,7 +476,7 @@ def main(argv: list[str] | None = None) -> dict:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
     for label, row in results["training"].items():
-        print(f"{label:>18}: {row['tokens_per_s']:>12,.0f} tokens/s  {row['step_ms']:8.2f} ms/step"
+        print(f"{label:>19}: {row['tokens_per_s']:>12,.0f} tokens/s  {row['step_ms']:8.2f} ms/step"
               + (f"  MFU {row['mfu']:.1%}" if row.get("mfu") is not None else ""))
     print(json.dumps(results["summary"]), flush=True)
     return results
