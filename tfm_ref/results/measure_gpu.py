@@ -40,7 +40,7 @@ BENCH_ARGS = "--steps 50 --profile {out}/bench_profile.txt"
 BENCH_D1024_ARGS = "--d-model 1024 --n-heads 16 --d-ff 4096 --steps 20 --attn-lengths 1024"
 PARTS = ("dates", "tests", "bench", "bench-d1024")
 # seconds (dates: per seed, three by default), so that each pair above fits a 10-minute call
-TIME_LIMITS = {"dates": 140, "tests": 170, "bench": 280, "bench-d1024": 300}
+TIME_LIMITS = {"dates": 135, "tests": 180, "bench": 290, "bench-d1024": 290}
 ROOT = Path(__file__).resolve().parents[2]
 
 
