@@ -28,6 +28,7 @@ from tfm_ref.train import (
     lr_at,
     main,
     model_logits,
+    reached_for_good,
     restore_rng_state,
     rng_state,
     token_loss_sum,
@@ -161,6 +162,14 @@ def test_a_cpu_trains_the_readable_attention_path_unless_told_otherwise():
     assert (fp32["model_config"]["attn_impl"], fp32["summary"]["precision"]) == ("eager", "fp32")
     assert (bf16["summary"]["length_buckets"], fp32["summary"]["length_buckets"]) == (1, 2)  # where the padding costs
     assert run(precision="fp32", model={**TINY, "attn_impl": "sdpa"})["model_config"]["attn_impl"] == "sdpa"
+
+
+def test_a_threshold_counts_as_reached_from_the_evaluation_after_the_last_dip():
+    evals = [dict(step=step, time_s=step / 10, accuracy=accuracy)
+             for step, accuracy in ((25, 0.5), (50, 0.9995), (75, 0.998), (100, 0.9991), (125, 1.0))]
+    assert reached_for_good(evals, 0.999) == 10.0 and reached_for_good(evals, 0.999, key="step") == 100
+    assert reached_for_good(evals, 0.99, key="step") == 50
+    assert reached_for_good(evals[:3], 0.999) is None  # the last evaluation is below it
 
 
 def test_the_compile_warm_up_leaves_no_trace_in_the_run(monkeypatch):

@@ -64,8 +64,8 @@ from .tasks import IGNORE_INDEX, TASKS, Batch, Task, make_task
 from .transformer import DecoderOnlyLM, Transformer
 
 __all__ = ["TrainConfig", "train", "build_model", "model_logits", "exact_match", "lr_at", "autocast", "autocast_dtype",
-           "synchronize", "token_loss_sum", "rng_state", "restore_rng_state", "warm_up", "export_model", "TASK_MODELS", "PRECISIONS",
-           "COMPILE_MODES", "check_compile_mode", "main"]
+           "synchronize", "token_loss_sum", "rng_state", "restore_rng_state", "warm_up", "reached_for_good",
+           "export_model", "TASK_MODELS", "PRECISIONS", "COMPILE_MODES", "check_compile_mode", "main"]
 
 PRECISIONS = ("auto", "bf16", "fp32")
 # torch.compile's modes: "reduce-overhead" replays the compiled steps as CUDA graphs (on a GPU),
@@ -287,12 +287,13 @@ def warm_up(forward_backward, batch: Batch, model: nn.Module, device: torch.devi
     return seconds
 
 
-def _seconds_to(evals: list[dict], threshold: float) -> float | None:
-    """Training seconds at the first evaluation from which accuracy stays ≥ threshold."""
+def reached_for_good(evals: list[dict], threshold: float, key: str = "time_s") -> float | None:
+    """``key`` (the training seconds, or "step") of the first evaluation from which accuracy stays
+    ≥ threshold; None if the last one is below it."""
     reached = None
     for e in evals:
         if e["accuracy"] >= threshold:
-            reached = e["time_s"] if reached is None else reached
+            reached = e[key] if reached is None else reached
         else:
             reached = None
     return reached
@@ -473,7 +474,8 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
         "task": cfg.task, "steps": history["losses"][-1]["step"] if history["losses"] else 0, "accuracy": last_eval["accuracy"],
         "loss": history["losses"][-1]["loss"] if history["losses"] else None,
         "tokens_per_s": tokens_seen / max(train_time, 1e-9), "train_seconds": train_time,
-        "seconds_to_99": _seconds_to(history["evals"], 0.99), "seconds_to_999": _seconds_to(history["evals"], 0.999),
+        "seconds_to_99": reached_for_good(history["evals"], 0.99),
+        "seconds_to_999": reached_for_good(history["evals"], 0.999),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "precision": "bf16" if dtype is not None else "fp32", "threads": torch.get_num_threads(),
         "length_buckets": length_buckets, "world_size": world, "compiled": cfg.compile,
