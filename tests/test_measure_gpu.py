@@ -35,7 +35,19 @@ def test_the_date_record_has_the_recorded_layout_with_one_run_per_seed(measure_g
     assert record["runs"][0]["losses"] != record["runs"][1]["losses"]  # each seed its own run
     assert "--seed {seed}" in record["command"] and TINY_RECIPE in record["command"]
     assert record["train_config"]["batch_size"] == 16 and record["train_config"]["seed"] == "{seed}"
-    assert "dates seed 1: 99% not reached" in capsys.readouterr().out
+    baseline = record["eager_baseline"]
+    assert baseline["seed"] == 0 and set(baseline) == set(record["runs"][0]) | {"command"}
+    assert baseline["command"] == f"python -m tfm_ref.train {TINY_RECIPE} --device cpu --seed 0 --no-progress " \
+                                  "--out runs/eager"
+    assert "dates, seed 1: 99% not reached" in capsys.readouterr().out
+
+
+def test_the_baseline_is_the_recipe_without_compiling(measure_gpu):
+    assert measure_gpu._uncompiled("--task dates --compile-mode reduce-overhead --steps 450") == \
+        "--task dates --steps 450"
+    assert measure_gpu._uncompiled("--compile --lr 3e-3") == "--lr 3e-3"
+    assert measure_gpu._uncompiled(measure_gpu.DATE_RECIPE) + " --compile-mode reduce-overhead" == \
+        measure_gpu.DATE_RECIPE
 
 
 @pytest.mark.slow

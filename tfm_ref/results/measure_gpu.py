@@ -6,9 +6,10 @@
 
 Parts, in the order they run:
 
-* ``dates``: the date model, one run per seed, each in a process of its own with the command in
-  its record, the recipe `DATE_RECIPE` (CUDA graphs, compiled before the clock) → ``date.json``,
-  laid out as ``h100_date.json`` (the Training results page reads that layout).
+* ``dates``: the date model with the recipe `DATE_RECIPE` (CUDA graphs, compiled before the clock),
+  one run per seed, each in a process of its own → ``date.json``, laid out as ``h100_date.json``
+  (the Training results page reads that layout); first the same recipe uncompiled, for the first
+  seed, as ``eager_baseline``: timings compare only on the same machine.
 * ``tests``: ``tests/test_gpu.py``, the fast paths against the readable ones → ``test_gpu.log``.
 * ``bench``: the base model against compiled ``nn.Transformer`` (`BENCH_ARGS`) → ``bench.json``,
   laid out as ``h100_bench.json``, and where tfm_ref's compiled step spends its time → ``bench_profile.txt``.
@@ -39,8 +40,9 @@ DATE_RECIPE = ("--task dates --batch-size 2048 --lr 3e-3 --warmup 50 --steps 450
 BENCH_ARGS = "--steps 50 --profile {out}/bench_profile.txt"
 BENCH_D1024_ARGS = "--d-model 1024 --n-heads 16 --d-ff 4096 --steps 20 --attn-lengths 1024"
 PARTS = ("dates", "tests", "bench", "bench-d1024")
-# seconds (dates: per seed, three by default), so that each pair above fits a 10-minute call
-TIME_LIMITS = {"dates": 135, "tests": 180, "bench": 290, "bench-d1024": 290}
+# seconds (dates: per run, the baseline and three seeds by default), so that each pair above fits a
+# 10-minute call
+TIME_LIMITS = {"dates": 100, "tests": 180, "bench": 290, "bench-d1024": 290}
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -59,26 +61,41 @@ def _header(what: str, command: str, device: str) -> dict:
             "date": datetime.date.today().isoformat(), "torch": torch.__version__}
 
 
+def _uncompiled(recipe: str) -> str:
+    """``recipe`` without its ``--compile`` and ``--compile-mode MODE``."""
+    words, kept = shlex.split(recipe), []
+    for i, word in enumerate(words):
+        if word != "--compile" and word != "--compile-mode" and (i == 0 or words[i - 1] != "--compile-mode"):
+            kept.append(word)
+    return shlex.join(kept)
+
+
 def measure_dates(out: Path, device: str, seeds: list[int], recipe: str) -> dict:
-    """One training run per seed, each in its own process; their histories in the layout of ``h100_date.json``,
-    written after each run, so that a later seed's failure keeps the earlier ones."""
+    """One training run per seed, each in its own process, after the recipe's `_uncompiled` baseline
+    for the first seed; their histories in the layout of ``h100_date.json``, written after each run,
+    so that a later run's failure keeps the earlier ones."""
     command = f"python -m tfm_ref.train {recipe} --device {device} --seed {{seed}} --no-progress --out runs/dates{{seed}}"
     record = _header("date translation: exact match on held-out dates vs training seconds (evaluation and "
                      "compilation excluded)", command, device)
     record["runs"] = []
     with tempfile.TemporaryDirectory() as runs:
-        for seed in seeds:
-            folder = Path(runs) / f"dates{seed}"
-            args = f"-m tfm_ref.train {recipe} --device {device} --seed {seed} --no-progress --out {folder}"
+        for label, settings, seed in [("eager baseline", _uncompiled(recipe), seeds[0])] + \
+                [(f"seed {seed}", recipe, seed) for seed in seeds]:
+            folder = Path(runs) / label.replace(" ", "_")
+            args = f"-m tfm_ref.train {settings} --device {device} --seed {seed} --no-progress --out {folder}"
             _python(args, TIME_LIMITS["dates"])
             history = json.loads((folder / "history.json").read_text())
-            record.setdefault("model_config", history["model_config"])
-            record.setdefault("train_config", {**history["config"], "seed": "{seed}", "out": "runs/dates{seed}"})
-            record["runs"].append({"seed": seed, **{k: history[k] for k in ("summary", "evals", "losses")}})
+            run = {"seed": seed, **{k: history[k] for k in ("summary", "evals", "losses")}}
+            if label == "eager baseline":
+                record["eager_baseline"] = {"command": f"python {args}".replace(str(folder), "runs/eager"), **run}
+            else:
+                record.setdefault("model_config", history["model_config"])
+                record.setdefault("train_config", {**history["config"], "seed": "{seed}", "out": "runs/dates{seed}"})
+                record["runs"].append(run)
             s = history["summary"]
             reached = {level: "not reached" if s[key] is None else f"{s[key]:.1f} s"
                        for level, key in (("99%", "seconds_to_99"), ("99.9%", "seconds_to_999"))}
-            print(f"dates seed {seed}: 99% {reached['99%']}, 99.9% {reached['99.9%']}, compiled in "
+            print(f"dates, {label}: 99% {reached['99%']}, 99.9% {reached['99.9%']}, compiled in "
                   f"{s['compile_seconds']:.0f} s, final accuracy {s['accuracy']:.4f}", flush=True)
             (out / "date.json").write_text(json.dumps(record, indent=1))
     return record
