@@ -16,10 +16,10 @@ Parts, in the order they run:
 * ``bench-d1024``: the same at d_model 1024, 16 heads, d_ff 4096, for MFU (`BENCH_D1024_ARGS`)
   → ``bench_d1024.json``.
 
-A part that fails or runs out of its time limit (`TIME_LIMITS`) is reported and the next one runs. Nothing here
-writes into ``tfm_ref/results/``: compare the new files with the recorded ones, then copy over
-those that are better measured. ``--device cpu`` with a ``--recipe`` of a few steps runs the same
-code without a GPU (the tests do), but a CPU run is no GPU figure.
+A part that fails or runs out of its time limit (`TIME_LIMITS`) is reported and the next one runs.
+Nothing here writes into ``tfm_ref/results/``: compare the new files with the recorded ones, then
+copy over those that are better measured. ``--device cpu`` with a ``--recipe`` of a few steps runs
+the same code without a GPU (the tests do), but a CPU run is no GPU figure.
 """
 from __future__ import annotations
 
