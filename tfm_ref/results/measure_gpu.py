@@ -52,12 +52,10 @@ def _python(args: str, timeout: float) -> None:
                    check=True)
 
 
-def _device_name(device: str) -> str:
-    return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu"
-
-
 def _header(what: str, command: str, device: str) -> dict:
-    return {"what": what, "command": command, "device": _device_name(device),
+    """What a record starts with; ``device``: the name the run's own summary gives (this process
+    never touches the GPU, so that it holds none of its memory)."""
+    return {"what": what, "command": command, "device": device,
             "date": datetime.date.today().isoformat(), "torch": torch.__version__}
 
 
@@ -76,7 +74,7 @@ def measure_dates(out: Path, device: str, seeds: list[int], recipe: str) -> dict
     so that a later run's failure keeps the earlier ones."""
     command = f"python -m tfm_ref.train {recipe} --device {device} --seed {{seed}} --no-progress --out runs/dates{{seed}}"
     record = _header("date translation: exact match on held-out dates vs training seconds (evaluation and "
-                     "compilation excluded)", command, device)
+                     "compilation excluded)", command, device=None)
     record["runs"] = []
     with tempfile.TemporaryDirectory() as runs:
         for label, settings, seed in [("eager baseline", _uncompiled(recipe), seeds[0])] + \
@@ -86,6 +84,7 @@ def measure_dates(out: Path, device: str, seeds: list[int], recipe: str) -> dict
             _python(args, TIME_LIMITS["dates"])
             history = json.loads((folder / "history.json").read_text())
             run = {"seed": seed, **{k: history[k] for k in ("summary", "evals", "losses")}}
+            record["device"] = history["summary"]["device"]
             if label == "eager baseline":
                 record["eager_baseline"] = {"command": f"python {args}".replace(str(folder), "runs/eager"), **run}
             else:
@@ -108,7 +107,8 @@ def measure_bench(out: Path, device: str, args: str, name: str, time_limit: floa
     results = json.loads(target.read_text())
     record = {**_header("tfm_ref.Transformer vs torch.nn.Transformer (same configuration, same run), training "
                         "tokens/s, eager and torch.compile; attention alone: eager vs SDPA",
-                        f"python -m tfm_ref.bench {args.format(out='.')} --out {name}", device), **results}
+                        f"python -m tfm_ref.bench {args.format(out='.')} --out {name}", results["summary"]["device"]),
+              **results}
     target.write_text(json.dumps(record, indent=1))
     s = results["summary"]
     mfu = "" if s.get("mfu") is None else f", MFU {s['mfu']:.1%} (nn.Transformer {s['torch_mfu']:.1%})"
