@@ -259,9 +259,9 @@ def fit_to_memory(cfg: BenchConfig, memory: int, device_type: str = "cuda",
 
 def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.device, *, compile: bool,
                    compile_loss: bool = False, desc: str, profile: Path | None = None) -> dict:
-    """Time ``cfg.steps`` training steps of ``model`` (``compile``: compiled; ``compile_loss``: its loss,
-    the trainer's `token_loss_sum`, too) after ``cfg.warmup`` untimed ones; then, given a ``profile`` file, write
-    `profile_steps` of a few more steps there."""
+    """Time ``cfg.steps`` training steps of ``model`` (``compile``: compiled; ``compile_loss``: its
+    loss, the trainer's `token_loss_sum`, too) after ``cfg.warmup`` untimed ones; then, given a
+    ``profile`` file, write `profile_steps` of a few more steps there."""
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # one kernel, on a CPU too
     run_model = torch.compile(model, mode=cfg.compile_mode) if compile else model
@@ -379,17 +379,19 @@ def run(cfg: BenchConfig, device: torch.device, memory: int | None = None, profi
     ours = lambda m, src, tgt: m(src, tgt)  # noqa: E731
     results: dict = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, "training": {}}
     results["config"]["attn_lengths"] = list(cfg.attn_lengths)
+    tfm_ref_model = lambda: Transformer(model_config)  # noqa: E731
+    torch_model = lambda: TorchTransformerLM(cfg, cfg.seq_len + 1)  # noqa: E731
     # (row, model, compiled, loss compiled): each model's own way, then nn.Transformer with tfm_ref's loss
-    rows = [("tfm_ref_eager", Transformer, False, False), ("torch_eager", TorchTransformerLM, False, False)]
+    rows = [("tfm_ref_eager", tfm_ref_model, False, False), ("torch_eager", torch_model, False, False)]
     if cfg.compile:
-        rows += [("tfm_ref_compiled", Transformer, True, True), ("torch_compiled", TorchTransformerLM, True, False),
-                 ("torch_compiled+loss", TorchTransformerLM, True, True)]
+        rows += [("tfm_ref_compiled", tfm_ref_model, True, True), ("torch_compiled", torch_model, True, False),
+                 ("torch_compiled+loss", torch_model, True, True)]
     best = "compiled" if cfg.compile else "eager"
-    for row, kind, compile, compile_loss in rows:
+    for row, make_model, compile, compile_loss in rows:
         torch.manual_seed(0)
-        model = Transformer(model_config) if kind is Transformer else TorchTransformerLM(cfg, cfg.seq_len + 1)
-        results["training"][row] = bench_training(model, ours, cfg, device, compile=compile, compile_loss=compile_loss,
-                                                  desc=row, profile=profile if row == f"tfm_ref_{best}" else None)
+        results["training"][row] = bench_training(make_model(), ours, cfg, device, compile=compile,
+                                                  compile_loss=compile_loss, desc=row,
+                                                  profile=profile if row == f"tfm_ref_{best}" else None)
     results["attention"] = bench_attention(cfg, device, memory=memory)
     ref, base = results["training"][f"tfm_ref_{best}"], results["training"][f"torch_{best}"]
     peak = _peak_flops(cfg, device) if device.type == "cuda" else None
