@@ -47,7 +47,12 @@ class Batch:
         ordinary (pageable) memory first waits for all the work queued on the GPU, so the next batch
         could not go up while the current step runs."""
         pin = non_blocking and torch.device(device).type == "cuda"
-        move = lambda t: None if t is None else (t.pin_memory() if pin else t).to(device, non_blocking=non_blocking)  # noqa: E731
+
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            if t is None:
+                return None
+            return (t.pin_memory() if pin else t).to(device, non_blocking=non_blocking)
+
         return Batch(move(self.inp), move(self.target), move(self.src), move(self.src_mask))
 
     def __getitem__(self, rows: slice) -> "Batch":
