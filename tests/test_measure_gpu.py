@@ -1,6 +1,7 @@
 """tfm_ref/results/measure_gpu.py, the one command that re-measures the GPU records, run on a CPU
-with tiny settings: its records have the layout the book reads from the recorded files, and a
-part that fails does not stop the others."""
+with tiny settings: its records have the layout the book reads from the recorded files, a part
+that fails does not stop the others, and with a budget the most needed runs go first and what
+does not fit is skipped."""
 import importlib.util
 import json
 from pathlib import Path
@@ -22,7 +23,9 @@ def measure_gpu(monkeypatch):
 
 @pytest.mark.slow
 def test_the_date_record_has_the_recorded_layout_with_one_run_per_seed(measure_gpu, tmp_path, capsys):
-    record = measure_gpu.measure_dates(tmp_path, "cpu", [0, 1], TINY_RECIPE)
+    record = measure_gpu.new_date_record("cpu", TINY_RECIPE)
+    runs = [("seed", 0), ("eager baseline", 0), ("seed", 1)]
+    reached = measure_gpu.measure_dates(tmp_path, "cpu", runs, TINY_RECIPE, record, measure_gpu.Budget(None))
     recorded = json.loads((RESULTS / "h100_date.json").read_text())
     written = json.loads((tmp_path / "date.json").read_text())
     assert written == record
@@ -39,7 +42,8 @@ def test_the_date_record_has_the_recorded_layout_with_one_run_per_seed(measure_g
     assert baseline["seed"] == 0 and set(baseline) == set(record["runs"][0]) | {"command"}
     assert baseline["command"] == f"python -m tfm_ref.train {TINY_RECIPE} --device cpu --seed 0 --no-progress " \
                                   "--out runs/eager"
-    assert "dates, seed 1: 99% not reached" in capsys.readouterr().out
+    assert reached == "seed 0: 99.9% not reached, eager baseline 0: 99.9% not reached, seed 1: 99.9% not reached"
+    assert "dates, seed 1: 99.9% not reached, final accuracy" in capsys.readouterr().out
 
 
 def test_the_baseline_is_the_recipe_without_compiling(measure_gpu):
@@ -52,27 +56,29 @@ def test_the_baseline_is_the_recipe_without_compiling(measure_gpu):
 
 @pytest.mark.slow
 def test_the_bench_record_has_the_recorded_layout_and_its_command(measure_gpu, tmp_path, capsys):
-    record = measure_gpu.measure_bench(tmp_path, "cpu", "--tiny", "bench.json", 120)
+    headline = measure_gpu.measure_bench(tmp_path, "cpu", "--tiny", "bench.json", measure_gpu.Budget(None), 120)
+    record = json.loads((tmp_path / "bench.json").read_text())
     recorded = json.loads((RESULTS / "h100_bench.json").read_text())
-    assert json.loads((tmp_path / "bench.json").read_text()) == record
     assert set(recorded) <= set(record)
     assert set(recorded["summary"]) <= set(record["summary"])
     assert record["command"] == "python -m tfm_ref.bench --tiny --out bench.json" and record["device"] == "cpu"
-    assert f"{record['summary']['ratio_vs_torch']:.3f}× nn.Transformer" in capsys.readouterr().out
+    assert headline == f"{record['summary']['ratio_vs_torch']:.3f}× nn.Transformer's tokens/s"
 
 
 @pytest.mark.slow
 def test_a_failing_seed_keeps_the_runs_before_it(measure_gpu, tmp_path, monkeypatch):
     run_python = measure_gpu._python
 
-    def fail_the_second_seed(args, timeout):
+    def fail_the_second_seed(args, timeout, log):
         if "--seed 1 " in args:
-            raise measure_gpu.subprocess.TimeoutExpired(args, timeout)
-        run_python(args, timeout)
+            raise RuntimeError(f"stopped at its time limit, {timeout:.0f} s")
+        run_python(args, timeout, log)
 
     monkeypatch.setattr(measure_gpu, "_python", fail_the_second_seed)
-    with pytest.raises(measure_gpu.subprocess.TimeoutExpired):
-        measure_gpu.measure_dates(tmp_path, "cpu", [0, 1], TINY_RECIPE)
+    record = measure_gpu.new_date_record("cpu", TINY_RECIPE)
+    with pytest.raises(RuntimeError, match=r"^seed 0: 99.9% not reached; seed 1: stopped at its time limit, 100 s$"):
+        measure_gpu.measure_dates(tmp_path, "cpu", [("seed", 0), ("seed", 1)], TINY_RECIPE, record,
+                                  measure_gpu.Budget(None))
     assert [run["seed"] for run in json.loads((tmp_path / "date.json").read_text())["runs"]] == [0]
 
 
@@ -81,7 +87,9 @@ def test_a_failing_part_is_reported_and_the_next_one_still_runs(measure_gpu, tmp
     status = measure_gpu.main(["dates", "bench", "--device", "cpu", "--out", str(tmp_path), "--seeds", "0",
                                "--recipe", TINY_RECIPE + " --lr -1"])
     out = capsys.readouterr().out
-    assert status == 1 and "dates failed" in out
+    assert status == 1 and "dates: failed" in out
+    assert "seed 0: exit 2: python -m tfm_ref.train: error: lr must be positive, got -1.0" in out  # the cause
+    assert "$ " in (tmp_path / "measure_gpu.log").read_text()  # each command above its output
     assert not (tmp_path / "date.json").exists() and (tmp_path / "bench.json").exists()
     assert (tmp_path / "bench_profile.txt").read_text().startswith("tfm_ref_eager, BenchConfig(d_model=64")
     assert json.loads((tmp_path / "bench.json").read_text())["command"] == \
@@ -96,3 +104,66 @@ def test_an_unknown_part_or_a_missing_gpu_is_named(measure_gpu, capsys, monkeypa
     with pytest.raises(SystemExit):
         measure_gpu.main(["dates"])
     assert "no CUDA GPU here" in capsys.readouterr().err
+
+
+class _Clock:
+    """A stand-in for the `time` module whose clock moves only when a fake run says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_with_a_budget_the_most_needed_runs_go_first_and_what_does_not_fit_is_skipped(measure_gpu, tmp_path,
+                                                                                      monkeypatch, capsys):
+    clock, calls = _Clock(), []
+    monkeypatch.setattr(measure_gpu, "time", clock)
+
+    def spend(seconds, *call):  # a run that takes ``seconds`` of the fake clock
+        calls.append(call)
+        clock.now += seconds
+        return "measured"
+
+    monkeypatch.setattr(measure_gpu, "measure_dates", lambda out, device, runs, recipe, record, budget: spend(
+        150, runs, budget.limit(measure_gpu.TIME_LIMITS["dates"])))
+    monkeypatch.setattr(measure_gpu, "measure_bench", lambda out, device, args, name, budget, limit: spend(
+        290, name, budget.limit(limit)))
+    monkeypatch.setattr(measure_gpu, "measure_tests", lambda out, budget: spend(
+        80, "tests", budget.limit(measure_gpu.TIME_LIMITS["tests"])))
+    status = measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--budget", "540"])
+    assert status == 0
+    # the first seed and its baseline, then the bench, then the tests with what is left (540 - 150 - 290 s)
+    assert calls == [([("seed", 0), ("eager baseline", 0)], 100), ("bench.json", 290), ("tests", 100)]
+    table = capsys.readouterr().out.split("\npart")[-1].splitlines()[1:]
+    assert [row.split()[:2] for row in table] == [["dates", "done"], ["bench", "done"], ["tests", "done"],
+                                                  ["bench-d1024", "skipped"], ["dates,", "more"]]
+    assert table[3].endswith("20 s of the budget left") and "skipped" in table[4]
+
+
+def test_without_a_budget_every_run_gets_its_own_limit_and_the_other_seeds_come_last(measure_gpu, tmp_path,
+                                                                                      monkeypatch):
+    calls = []
+    monkeypatch.setattr(measure_gpu, "measure_dates", lambda out, device, runs, *rest: calls.append(runs) or "")
+    monkeypatch.setattr(measure_gpu, "measure_bench", lambda out, device, args, name, *rest: calls.append(name) or "")
+    monkeypatch.setattr(measure_gpu, "measure_tests", lambda *args: calls.append("tests") or "")
+    assert measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--seeds", "3", "4", "5"]) == 0
+    assert calls == [[("seed", 3), ("eager baseline", 3)], "bench.json", "tests", "bench_d1024.json",
+                     [("seed", 4), ("seed", 5)]]
+    assert measure_gpu.Budget(None).limit(290) == 290
+
+
+def test_a_budget_cuts_a_run_s_limit_and_refuses_to_start_one_that_cannot_end(measure_gpu, monkeypatch, capsys):
+    clock = _Clock()
+    monkeypatch.setattr(measure_gpu, "time", clock)
+    budget = measure_gpu.Budget(200)
+    assert budget.limit(100) == 100
+    clock.now = 150
+    assert budget.limit(100) == 50
+    clock.now = 200 - measure_gpu.MIN_RUN_SECONDS + 1
+    with pytest.raises(measure_gpu.OutOfBudget, match="29 s of the budget left"):
+        budget.limit(100)
+    with pytest.raises(SystemExit):
+        measure_gpu.main(["--budget", "0"])
+    assert "--budget must be a positive number of seconds, got 0" in capsys.readouterr().err

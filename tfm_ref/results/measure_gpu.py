@@ -1,31 +1,35 @@
 """Re-measure the GPU figures of this folder in one go, on one CUDA GPU, from the repository root:
 
-    python3 tfm_ref/results/measure_gpu.py --out runs/gpu                  # everything
-    python3 tfm_ref/results/measure_gpu.py --out runs/gpu dates tests      # at most 10 minutes
-    python3 tfm_ref/results/measure_gpu.py --out runs/gpu bench bench-d1024   # at most 10 minutes
+    python3 tfm_ref/results/measure_gpu.py --out runs/gpu                 # everything
+    python3 tfm_ref/results/measure_gpu.py --out runs/gpu --budget 540    # what fits in 9 minutes, the most needed first
+    python3 tfm_ref/results/measure_gpu.py --out runs/gpu bench           # one part
 
-Parts, in the order they run:
+Parts, in the order they run (the order of what each target needs first):
 
 * ``dates``: the date model with the recipe `DATE_RECIPE` (CUDA graphs, compiled before the clock),
   one run per seed, each in a process of its own → ``date.json``, laid out as ``h100_date.json``
-  (the Training results page reads that layout); first the same recipe uncompiled, for the first
-  seed, as ``eager_baseline``: timings compare only on the same machine.
-* ``tests``: ``tests/test_gpu.py``, the fast paths against the readable ones → ``test_gpu.log``.
+  (the Training results page reads that layout). The first seed runs first, then the same recipe
+  uncompiled for that seed, as ``eager_baseline`` (timings compare only on the same machine); the
+  other seeds run after every other part.
 * ``bench``: the base model against compiled ``nn.Transformer`` (`BENCH_ARGS`) → ``bench.json``,
   laid out as ``h100_bench.json``, and where tfm_ref's compiled step spends its time → ``bench_profile.txt``.
+* ``tests``: ``tests/test_gpu.py``, the fast paths against the readable ones → ``test_gpu.log``.
 * ``bench-d1024``: the same at d_model 1024, 16 heads, d_ff 4096, for MFU (`BENCH_D1024_ARGS`)
   → ``bench_d1024.json``.
 
-A part that fails or runs out of its time limit (`TIME_LIMITS`) is reported and the next one runs.
-Nothing here writes into ``tfm_ref/results/``: compare the new files with the recorded ones, then
-copy over those that are better measured. ``--device cpu`` with a ``--recipe`` of a few steps runs
-the same code without a GPU (the tests do), but a CPU run is no GPU figure.
+Each run has a time limit (`TIME_LIMITS`), cut to what is left of ``--budget``; a run that would start
+with less than `MIN_RUN_SECONDS` left is skipped. A run that fails, runs out of time or is skipped is
+reported and the next one runs. The runs' output goes to ``measure_gpu.log``; the last lines printed
+are a table of every run. Nothing here writes into ``tfm_ref/results/``: compare the new files with
+the recorded ones, then copy over those that are better measured. ``--device cpu`` with a ``--recipe``
+of a few steps runs the same code without a GPU (the tests do), but a CPU run is no GPU figure.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -39,20 +43,59 @@ DATE_RECIPE = ("--task dates --batch-size 2048 --lr 3e-3 --warmup 50 --steps 450
                "--compile-mode reduce-overhead")
 BENCH_ARGS = "--steps 50 --profile {out}/bench_profile.txt"
 BENCH_D1024_ARGS = "--d-model 1024 --n-heads 16 --d-ff 4096 --steps 20 --attn-lengths 1024"
-PARTS = ("dates", "tests", "bench", "bench-d1024")
-# seconds (dates: per run, the baseline and three seeds by default), so that each pair above fits a
-# 10-minute call
-TIME_LIMITS = {"dates": 100, "tests": 180, "bench": 290, "bench-d1024": 290}
+PARTS = ("dates", "bench", "tests", "bench-d1024")
+TIME_LIMITS = {"dates": 100, "bench": 290, "tests": 180, "bench-d1024": 290}  # seconds, for each date run
+MIN_RUN_SECONDS = 30  # under this, even the shortest run (a date seed with a warm compile cache) would not end
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _python(args: str, timeout: float) -> None:
-    """``python {args}`` in the repository root; its stdout dropped (the records hold it), its stderr shown."""
-    subprocess.run([sys.executable, *shlex.split(args)], cwd=ROOT, stdout=subprocess.DEVNULL, timeout=timeout,
-                   check=True)
+class OutOfBudget(Exception):
+    """Too little of ``--budget`` is left to start a run."""
 
 
-def _header(what: str, command: str, device: str) -> dict:
+class Budget:
+    """What is left of ``seconds`` (None: no limit), and the time limit a run gets from it."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+
+    def limit(self, part_limit: float) -> float:
+        if self.deadline is None:
+            return part_limit
+        left = self.deadline - time.monotonic()
+        if left < MIN_RUN_SECONDS:
+            raise OutOfBudget(f"{max(left, 0):.0f} s of the budget left")
+        return min(part_limit, left)
+
+
+def _run(command: list[str], timeout: float, log: Path) -> None:
+    """``command`` in the repository root, its output appended to ``log`` after a line naming it (no
+    progress bars: they would fill it).
+
+    Raises:
+        RuntimeError: it failed (with the last line it wrote: the error, or pytest's count) or ran past ``timeout``.
+    """
+    with open(log, "a") as f:
+        f.write(f"\n$ {shlex.join(command)}\n")
+        f.flush()
+        start = f.tell()
+        try:
+            subprocess.run(command, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, check=True,
+                           env={**os.environ, "TQDM_DISABLE": "1"})
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"stopped at its time limit, {timeout:.0f} s") from None
+        except subprocess.CalledProcessError as error:
+            with open(log) as written:
+                written.seek(start)
+                lines = written.read().strip().splitlines()
+            raise RuntimeError(f"exit {error.returncode}: {lines[-1] if lines else 'no output'}") from None
+
+
+def _python(args: str, timeout: float, log: Path) -> None:
+    _run([sys.executable, *shlex.split(args)], timeout, log)
+
+
+def _header(what: str, command: str, device: str | None) -> dict:
     """What a record starts with; ``device``: the name the run's own summary gives (this process
     never touches the GPU, so that it holds none of its memory)."""
     return {"what": what, "command": command, "device": device,
@@ -68,42 +111,60 @@ def _uncompiled(recipe: str) -> str:
     return shlex.join(kept)
 
 
-def measure_dates(out: Path, device: str, seeds: list[int], recipe: str) -> dict:
-    """One training run per seed, each in its own process, after the recipe's `_uncompiled` baseline
-    for the first seed; their histories in the layout of ``h100_date.json``, written after each run,
-    so that a later run's failure keeps the earlier ones."""
+def new_date_record(device: str, recipe: str) -> dict:
     command = f"python -m tfm_ref.train {recipe} --device {device} --seed {{seed}} --no-progress --out runs/dates{{seed}}"
     record = _header("date translation: exact match on held-out dates vs training seconds (evaluation and "
                      "compilation excluded)", command, device=None)
     record["runs"] = []
-    with tempfile.TemporaryDirectory() as runs:
-        for label, settings, seed in [("eager baseline", _uncompiled(recipe), seeds[0])] + \
-                [(f"seed {seed}", recipe, seed) for seed in seeds]:
-            folder = Path(runs) / label.replace(" ", "_")
-            args = f"-m tfm_ref.train {settings} --device {device} --seed {seed} --no-progress --out {folder}"
-            _python(args, TIME_LIMITS["dates"])
+    return record
+
+
+def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: str, record: dict,
+                  budget: Budget) -> str:
+    """Add ``runs`` to ``record`` (from `new_date_record`), each in its own process: ("seed", seed) with
+    the recipe, ("eager baseline", seed) with its `_uncompiled` form. The record, in the layout of
+    ``h100_date.json``, is written after each run, so that a later run's failure keeps the earlier ones.
+    Returns what the runs reached.
+
+    Raises:
+        OutOfBudget, RuntimeError: a run that cannot start or fails, with what the runs before it reached.
+    """
+    reached = []
+    with tempfile.TemporaryDirectory() as folders:
+        for kind, seed in runs:
+            baseline = kind == "eager baseline"
+            folder = Path(folders) / f"{kind.replace(' ', '_')}{seed}"
+            args = (f"-m tfm_ref.train {_uncompiled(recipe) if baseline else recipe} --device {device} --seed {seed} "
+                    f"--no-progress --out {folder}")
+            try:
+                _python(args, budget.limit(TIME_LIMITS["dates"]), out / "measure_gpu.log")
+            except (OutOfBudget, RuntimeError) as error:  # said with what the runs before it reached
+                raise type(error)("; ".join([*reached, f"{kind} {seed}: {error}"])) from None
             history = json.loads((folder / "history.json").read_text())
             run = {"seed": seed, **{k: history[k] for k in ("summary", "evals", "losses")}}
             record["device"] = history["summary"]["device"]
-            if label == "eager baseline":
+            if baseline:
                 record["eager_baseline"] = {"command": f"python {args}".replace(str(folder), "runs/eager"), **run}
             else:
                 record.setdefault("model_config", history["model_config"])
                 record.setdefault("train_config", {**history["config"], "seed": "{seed}", "out": "runs/dates{seed}"})
                 record["runs"].append(run)
-            s = history["summary"]
-            reached = {level: "not reached" if s[key] is None else f"{s[key]:.1f} s"
-                       for level, key in (("99%", "seconds_to_99"), ("99.9%", "seconds_to_999"))}
-            print(f"dates, {label}: 99% {reached['99%']}, 99.9% {reached['99.9%']}, compiled in "
-                  f"{s['compile_seconds']:.0f} s, final accuracy {s['accuracy']:.4f}", flush=True)
             (out / "date.json").write_text(json.dumps(record, indent=1))
-    return record
+            s = history["summary"]
+            to_999 = "not reached" if s["seconds_to_999"] is None else f"after {s['seconds_to_999']:.1f} s of training"
+            reached.append(f"{kind} {seed}: 99.9% {to_999}")
+            compiled = f", compiled in {s['compile_seconds']:.0f} s" if s["compiled"] else ""
+            print(f"dates, {kind} {seed}: 99.9% {to_999}{compiled}, final accuracy {s['accuracy']:.4f}",
+                  flush=True)
+    return ", ".join(reached)
 
 
-def measure_bench(out: Path, device: str, args: str, name: str, time_limit: float) -> dict:
-    """``python -m tfm_ref.bench {args}`` with its command, device, date and torch version on top."""
+def measure_bench(out: Path, device: str, args: str, name: str, budget: Budget, time_limit: float) -> str:
+    """``python -m tfm_ref.bench {args}`` with its command, device, date and torch version on top;
+    returns its ratio to nn.Transformer and its MFU."""
     target = out / name
-    _python(f"-m tfm_ref.bench {args.format(out=out)} --device {device} --out {target}", time_limit)
+    _python(f"-m tfm_ref.bench {args.format(out=out)} --device {device} --out {target}", budget.limit(time_limit),
+            out / "measure_gpu.log")
     results = json.loads(target.read_text())
     record = {**_header("tfm_ref.Transformer vs torch.nn.Transformer (same configuration, same run), training "
                         "tokens/s, eager and torch.compile; attention alone: eager vs SDPA",
@@ -112,18 +173,15 @@ def measure_bench(out: Path, device: str, args: str, name: str, time_limit: floa
     target.write_text(json.dumps(record, indent=1))
     s = results["summary"]
     mfu = "" if s.get("mfu") is None else f", MFU {s['mfu']:.1%} (nn.Transformer {s['torch_mfu']:.1%})"
-    print(f"{name}: {s['ratio_vs_torch']:.3f}× nn.Transformer's tokens/s{mfu}", flush=True)
-    return record
+    return f"{s['ratio_vs_torch']:.3f}× nn.Transformer's tokens/s{mfu}"
 
 
-def measure_tests(out: Path) -> None:
-    with open(out / "test_gpu.log", "w") as log:
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gpu.py"],
-                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, timeout=TIME_LIMITS["tests"])
-    tail = (out / "test_gpu.log").read_text().strip().splitlines()[-1:]
-    print(f"tests/test_gpu.py: {tail[0] if tail else 'no output'}", flush=True)
-    if result.returncode:
-        raise RuntimeError(f"tests/test_gpu.py failed (exit {result.returncode}); see {out / 'test_gpu.log'}")
+def measure_tests(out: Path, budget: Budget) -> str:
+    """``tests/test_gpu.py``, its output in ``test_gpu.log``; returns pytest's count."""
+    log = out / "test_gpu.log"
+    _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gpu.py"],
+         budget.limit(TIME_LIMITS["tests"]), log)
+    return log.read_text().strip().splitlines()[-1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,27 +191,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", help="cuda or cuda:N (cpu: only to try the script)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--recipe", default=DATE_RECIPE, help="the date runs' tfm_ref.train settings")
+    parser.add_argument("--budget", type=float, help="seconds for everything (default: no limit); what does "
+                                                     "not fit is skipped, the most needed runs first")
     args = parser.parse_args(argv)
     unknown = [p for p in args.parts if p not in PARTS]
     if unknown:
         parser.error(f"unknown part {unknown[0]!r}; choose from {', '.join(PARTS)}")
+    if args.budget is not None and args.budget <= 0:
+        parser.error(f"--budget must be a positive number of seconds, got {args.budget:g}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("no CUDA GPU here; --device cpu only tries the script")
     args.out.mkdir(parents=True, exist_ok=True)
-    jobs = {"dates": lambda: measure_dates(args.out, args.device, args.seeds, args.recipe),
-            "tests": lambda: measure_tests(args.out),
-            "bench": lambda: measure_bench(args.out, args.device, BENCH_ARGS, "bench.json", TIME_LIMITS["bench"]),
-            "bench-d1024": lambda: measure_bench(args.out, args.device, BENCH_D1024_ARGS, "bench_d1024.json",
-                                                 TIME_LIMITS["bench-d1024"])}
-    failed = []
-    for part in [p for p in PARTS if p in (args.parts or PARTS)]:
-        start = time.perf_counter()
+    budget, chosen = Budget(args.budget), args.parts or PARTS
+    dates = new_date_record(args.device, args.recipe)
+    first, *more = args.seeds
+    # (name, the part it belongs to, the job), the most needed first: each target's figure, then the tests,
+    # then what makes the figures surer
+    plan = [
+        ("dates", "dates", lambda: measure_dates(args.out, args.device, [("seed", first), ("eager baseline", first)],
+                                                 args.recipe, dates, budget)),
+        ("bench", "bench", lambda: measure_bench(args.out, args.device, BENCH_ARGS, "bench.json", budget,
+                                                 TIME_LIMITS["bench"])),
+        ("tests", "tests", lambda: measure_tests(args.out, budget)),
+        ("bench-d1024", "bench-d1024", lambda: measure_bench(args.out, args.device, BENCH_D1024_ARGS,
+                                                             "bench_d1024.json", budget, TIME_LIMITS["bench-d1024"])),
+        ("dates, more seeds", "dates", lambda: measure_dates(args.out, args.device, [("seed", s) for s in more],
+                                                            args.recipe, dates, budget)),
+    ]
+    table, failed = [], False
+    for name, part, job in plan:
+        if part not in chosen or name == "dates, more seeds" and not more:
+            continue
+        start = time.monotonic()
         try:
-            jobs[part]()
-        except (subprocess.SubprocessError, RuntimeError, OSError) as error:
-            failed.append(part)
-            print(f"{part} failed: {error}", flush=True)
-        print(f"{part}: {time.perf_counter() - start:.0f} s", flush=True)
+            status, result = "done", job()
+        except OutOfBudget as why:
+            status, result = "skipped", str(why)
+        except (RuntimeError, OSError) as error:
+            status, result, failed = "failed", str(error), True
+        table.append((name, status, time.monotonic() - start, result))
+        print(f"{name}: {status} in {table[-1][2]:.0f} s: {result}", flush=True)
+    print(f"\n{'part':<18} {'status':<8} {'seconds':>7}  result")
+    for name, status, seconds, result in table:
+        print(f"{name:<18} {status:<8} {seconds:>7.0f}  {result}")
     return 1 if failed else 0
 
 
