@@ -77,6 +77,20 @@ def test_compiled_each_model_trains_its_own_way_and_nn_transformer_with_the_comp
         rows["tfm_ref_compiled"]["tokens_per_s"] / rows["torch_compiled+loss"]["tokens_per_s"]
 
 
+def test_tfm_ref_alone_trains_no_nn_transformer_and_gives_no_ratio(monkeypatch, capsys):
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda fn, mode: compiled.append(fn) or fn)
+    results = bench.run(BenchConfig(**{**TINY, "compile": True, "compare": False, "attn_lengths": (16,)}),
+                        torch.device("cpu"))
+    assert list(results["training"]) == ["tfm_ref_eager", "tfm_ref_compiled"]
+    assert ["loss" if fn is token_loss_sum else type(fn).__name__ for fn in compiled] == ["Transformer", "loss"]
+    s = results["summary"]
+    assert s["tokens_per_s"] == results["training"]["tfm_ref_compiled"]["tokens_per_s"]
+    assert s["ratio_vs_torch"] is None and s["torch_tokens_per_s"] is None and "ratio_vs_torch_compiled_loss" not in s
+    summary = bench.main(["--tiny", "--device", "cpu", "--no-compile", "--only-tfm-ref"])["summary"]
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == summary and summary["ratio_vs_torch"] is None
+
+
 def test_both_models_have_the_same_parameter_count():
     ours, theirs = _models(BenchConfig(**TINY))
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())

@@ -11,7 +11,8 @@ FLOPs the model needs per step, by the formula in `training_flops`, over the dev
 bf16 peak, looked up by its name in `PEAK_BF16`; none for a GPU not listed there, unless
 --peak-tflops gives it). Then the attention kernels alone: the readable eager path against SDPA
 over sequence lengths, time (forward + backward) and peak memory. The last stdout line is JSON
-with ``tokens_per_s`` (tfm_ref; compiled when compiling), ``torch_tokens_per_s`` and ``ratio_vs_torch``.
+with ``tokens_per_s`` (tfm_ref; compiled when compiling), ``torch_tokens_per_s`` and ``ratio_vs_torch``
+(None with ``--only-tfm-ref``, which trains tfm_ref alone: its MFU without compiling nn.Transformer).
 
 Compiled, each model trains its own way: tfm_ref compiles its loss too, as `tfm_ref.train` does
 (one fused pass over the B·T·V logits, where the eager loss makes several, in float32, forward and
@@ -97,6 +98,7 @@ class BenchConfig:
     warmup: int = 5  # untimed steps (and compilation)
     compile: bool = True
     compile_mode: str = "default"  # torch.compile's mode (COMPILE_MODES), the same for both models
+    compare: bool = True  # also train nn.Transformer; False: tfm_ref alone, for its MFU without the other's compiling
     attn_lengths: tuple[int, ...] = (256, 512, 1024, 2048, 4096)
     attn_batch: int = 8
     peak_tflops: float | None = None  # the device's dense bf16 peak, for a GPU that PEAK_BF16 does not list
@@ -386,6 +388,8 @@ def run(cfg: BenchConfig, device: torch.device, memory: int | None = None, profi
     if cfg.compile:
         rows += [("tfm_ref_compiled", tfm_ref_model, True, True), ("torch_compiled", torch_model, True, False),
                  ("torch_compiled+loss", torch_model, True, True)]
+    if not cfg.compare:
+        rows = [row for row in rows if row[0].startswith("tfm_ref")]
     best = "compiled" if cfg.compile else "eager"
     for row, make_model, compile, compile_loss in rows:
         torch.manual_seed(0)
@@ -393,16 +397,16 @@ def run(cfg: BenchConfig, device: torch.device, memory: int | None = None, profi
                                                   compile_loss=compile_loss, desc=row,
                                                   profile=profile if row == f"tfm_ref_{best}" else None)
     results["attention"] = bench_attention(cfg, device, memory=memory)
-    ref, base = results["training"][f"tfm_ref_{best}"], results["training"][f"torch_{best}"]
+    ref, base = results["training"][f"tfm_ref_{best}"], results["training"].get(f"torch_{best}", {})
     peak = _peak_flops(cfg, device) if device.type == "cuda" else None
     results["summary"] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "mode": best, "tokens_per_s": ref["tokens_per_s"], "torch_tokens_per_s": base["tokens_per_s"],
-        "ratio_vs_torch": ref["tokens_per_s"] / base["tokens_per_s"], "mfu": ref.get("mfu"),
+        "mode": best, "tokens_per_s": ref["tokens_per_s"], "torch_tokens_per_s": base.get("tokens_per_s"),
+        "ratio_vs_torch": ref["tokens_per_s"] / base["tokens_per_s"] if base else None, "mfu": ref.get("mfu"),
         "torch_mfu": base.get("mfu"), "peak_tflops": None if peak is None else peak[1] / 1e12,
         "peak_source": None if peak is None else peak[0],
     }
-    if cfg.compile:
+    if cfg.compile and cfg.compare:
         same_loss = results["training"]["torch_compiled+loss"]["tokens_per_s"]
         results["summary"].update(torch_compiled_loss_tokens_per_s=same_loss,
                                   ratio_vs_torch_compiled_loss=ref["tokens_per_s"] / same_loss)
@@ -426,6 +430,8 @@ def _parser() -> OneLineParser:
     p.add_argument("--memory-gib", type=float, default=None,
                    help=f"memory to plan the sizes for (default: {MEMORY_FRACTION:.0%}% of what the device has free)")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile measurements")
+    p.add_argument("--only-tfm-ref", action="store_true",
+                   help="train tfm_ref alone: its MFU without compiling nn.Transformer too (no ratio then)")
     p.add_argument("--compile-mode", choices=COMPILE_MODES, default=None,
                    help="torch.compile's mode for both models (default: default)")
     p.add_argument("--tiny", action="store_true", help="a tiny configuration that runs in seconds (CI)")
@@ -455,6 +461,8 @@ def main(argv: list[str] | None = None) -> dict:
         options = {**(TINY if args.tiny else DEVICE_SIZES[device.type]), **chosen}
         if args.no_compile:
             options["compile"] = False
+        if args.only_tfm_ref:
+            options["compare"] = False
         cfg = BenchConfig(**options)
         if args.memory_gib is not None and args.memory_gib <= 0:
             raise SettingsError(f"--memory-gib must be positive, got {args.memory_gib}")
