@@ -65,6 +65,14 @@ def test_the_bench_record_has_the_recorded_layout_and_its_command(measure_gpu, t
     assert headline == f"{record['summary']['ratio_vs_torch']:.3f}× nn.Transformer's tokens/s"
 
 
+def test_tfm_ref_alone_is_said_by_its_tokens_per_second(measure_gpu, tmp_path):
+    headline = measure_gpu.measure_bench(tmp_path, "cpu", "--tiny --no-compile --only-tfm-ref", "alone.json",
+                                         measure_gpu.Budget(None), 120)
+    record = json.loads((tmp_path / "alone.json").read_text())
+    assert headline == f"{record['summary']['tokens_per_s']:,.0f} tokens/s"  # a CPU has no MFU, alone no ratio
+    assert measure_gpu.BENCH_D1024_ARGS.endswith("--only-tfm-ref")
+
+
 @pytest.mark.slow
 def test_a_failing_seed_keeps_the_runs_before_it(measure_gpu, tmp_path, monkeypatch):
     run_python = measure_gpu._python
@@ -76,7 +84,7 @@ def test_a_failing_seed_keeps_the_runs_before_it(measure_gpu, tmp_path, monkeypa
 
     monkeypatch.setattr(measure_gpu, "_python", fail_the_second_seed)
     record = measure_gpu.new_date_record("cpu", TINY_RECIPE)
-    with pytest.raises(RuntimeError, match=r"^seed 0: 99.9% not reached; seed 1: stopped at its time limit, 100 s$"):
+    with pytest.raises(RuntimeError, match=r"^seed 0: 99.9% not reached; seed 1: stopped at its time limit, 150 s$"):
         measure_gpu.measure_dates(tmp_path, "cpu", [("seed", 0), ("seed", 1)], TINY_RECIPE, record,
                                   measure_gpu.Budget(None))
     assert [run["seed"] for run in json.loads((tmp_path / "date.json").read_text())["runs"]] == [0]
@@ -135,7 +143,7 @@ def test_with_a_budget_the_most_needed_runs_go_first_and_what_does_not_fit_is_sk
     status = measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--budget", "540"])
     assert status == 0
     # the first seed and its baseline, then the bench, then the tests with what is left (540 - 150 - 290 s)
-    assert calls == [([("seed", 0), ("eager baseline", 0)], 100), ("bench.json", 290), ("tests", 100)]
+    assert calls == [([("seed", 0), ("eager baseline", 0)], 150), ("bench.json", 290), ("tests", 100)]
     table = capsys.readouterr().out.split("\npart")[-1].splitlines()[1:]
     assert [row.split()[:2] for row in table] == [["dates", "done"], ["bench", "done"], ["tests", "done"],
                                                   ["bench-d1024", "skipped"], ["dates,", "more"]]
