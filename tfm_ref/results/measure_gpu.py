@@ -4,7 +4,7 @@
     python3 tfm_ref/results/measure_gpu.py --out runs/gpu --budget 540    # what fits in 9 minutes, the most needed first
     python3 tfm_ref/results/measure_gpu.py --out runs/gpu bench           # one part
 
-Parts, in the order they run (the order of what each target needs first):
+The parts; their runs go in order of need (each target's figure, then the tests, then the other seeds):
 
 * ``dates``: the date model with the recipe `DATE_RECIPE` (CUDA graphs, compiled before the clock),
   one run per seed, each in a process of its own → ``date.json``, laid out as ``h100_date.json``
