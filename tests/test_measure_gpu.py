@@ -74,6 +74,13 @@ def test_tfm_ref_alone_is_said_by_its_tokens_per_second(measure_gpu, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_gpu_tests_run_and_say_their_count(measure_gpu, tmp_path):
+    said = measure_gpu.measure_tests(tmp_path, measure_gpu.Budget(None))
+    assert said == (tmp_path / "test_gpu.log").read_text().strip().splitlines()[-1]
+    assert " skipped" in said and "failed" not in said  # no CUDA here: each one is skipped, none fails
+
+
+@pytest.mark.slow
 def test_a_failing_seed_keeps_the_runs_before_it(measure_gpu, tmp_path, monkeypatch):
     run_python = measure_gpu._python
 

@@ -180,9 +180,10 @@ def measure_bench(out: Path, device: str, args: str, name: str, budget: Budget, 
 
 
 def measure_tests(out: Path, budget: Budget) -> str:
-    """``tests/test_gpu.py``, its output in ``test_gpu.log``; returns pytest's count."""
+    """``tests/test_gpu.py``, its output in ``test_gpu.log``; returns pytest's count. Three workers: the
+    tests that compile spend their time on the CPU, compiling, and each can do so beside the others."""
     log = out / "test_gpu.log"
-    _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gpu.py"],
+    _run([sys.executable, "-m", "pytest", "-q", "-n", "3", "-p", "no:cacheprovider", "tests/test_gpu.py"],
          budget.limit(TIME_LIMITS["tests"]), log)
     return log.read_text().strip().splitlines()[-1]
 
