@@ -32,7 +32,8 @@ def test_the_date_record_has_the_recorded_layout_with_one_run_per_seed(measure_g
     assert set(recorded) - {"export"} <= set(record)
     assert [run["seed"] for run in record["runs"]] == [0, 1]
     for run, recorded_run in zip(record["runs"], recorded["runs"]):
-        assert set(run) == set(recorded_run)
+        assert set(run) == set(recorded_run) | {"wall_seconds"}
+        assert run["wall_seconds"] > run["summary"]["train_seconds"]  # start-up and evaluations too
         assert set(recorded_run["summary"]) <= set(run["summary"])
         assert run["summary"]["steps"] == 4 and [e["step"] for e in run["evals"]] == [2, 4]
     assert record["runs"][0]["losses"] != record["runs"][1]["losses"]  # each seed its own run

@@ -123,8 +123,8 @@ def new_date_record(device: str, recipe: str) -> dict:
 def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: str, record: dict,
                   budget: Budget) -> str:
     """Add ``runs`` to ``record`` (from `new_date_record`), each in its own process: ("seed", seed) with
-    the recipe, ("eager baseline", seed) with its `_uncompiled` form. The record, in the layout of
-    ``h100_date.json``, is written after each run, so that a later run's failure keeps the earlier ones.
+    the recipe, ("eager baseline", seed) with its `_uncompiled` form, each with its ``wall_seconds`` (the
+    whole command). The record, in the layout of ``h100_date.json``, is written after each run, so that a later run's failure keeps the earlier ones.
     Returns what the runs reached.
 
     Raises:
@@ -138,11 +138,14 @@ def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: s
             args = (f"-m tfm_ref.train {_uncompiled(recipe) if baseline else recipe} --device {device} --seed {seed} "
                     f"--no-progress --out {folder}")
             try:
-                _python(args, budget.limit(TIME_LIMITS["dates"]), out / "measure_gpu.log")
+                limit = budget.limit(TIME_LIMITS["dates"])
+                start = time.monotonic()
+                _python(args, limit, out / "measure_gpu.log")
             except (OutOfBudget, RuntimeError) as error:  # said with what the runs before it reached
                 raise type(error)("; ".join([*reached, f"{kind} {seed}: {error}"])) from None
+            wall_seconds = time.monotonic() - start  # what a user waits: start-up, compiling and evaluations too
             history = json.loads((folder / "history.json").read_text())
-            run = {"seed": seed, **{k: history[k] for k in ("summary", "evals", "losses")}}
+            run = {"seed": seed, "wall_seconds": wall_seconds, **{k: history[k] for k in ("summary", "evals", "losses")}}
             record["device"] = history["summary"]["device"]
             if baseline:
                 record["eager_baseline"] = {"command": f"python {args}".replace(str(folder), "runs/eager"), **run}
@@ -155,8 +158,8 @@ def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: s
             to_999 = "not reached" if s["seconds_to_999"] is None else f"after {s['seconds_to_999']:.1f} s of training"
             reached.append(f"{kind} {seed}: 99.9% {to_999}")
             compiled = f", compiled in {s['compile_seconds']:.0f} s" if s["compiled"] else ""
-            print(f"dates, {kind} {seed}: 99.9% {to_999}{compiled}, final accuracy {s['accuracy']:.4f}",
-                  flush=True)
+            print(f"dates, {kind} {seed}: 99.9% {to_999}{compiled}, final accuracy {s['accuracy']:.4f}, "
+                  f"{wall_seconds:.0f} s for the whole command", flush=True)
     return ", ".join(reached)
 
 
