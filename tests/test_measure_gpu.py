@@ -43,7 +43,7 @@ def test_the_date_record_has_the_recorded_layout_with_one_run_per_seed(measure_g
     assert baseline["seed"] == 0 and set(baseline) == set(record["runs"][0]) | {"command"}
     assert baseline["command"] == f"python -m tfm_ref.train {TINY_RECIPE} --device cpu --seed 0 --no-progress " \
                                   "--out runs/eager"
-    assert reached == "seed 0: 99.9% not reached, eager baseline 0: 99.9% not reached, seed 1: 99.9% not reached"
+    assert reached == "seed 0: 99.9% not reached; eager baseline 0: 99.9% not reached; seed 1: 99.9% not reached"
     assert "dates, seed 1: 99.9% not reached, final accuracy" in capsys.readouterr().out
 
 
@@ -82,20 +82,32 @@ def test_the_gpu_tests_run_and_say_their_count(measure_gpu, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_failing_seed_keeps_the_runs_before_it(measure_gpu, tmp_path, monkeypatch):
+def test_a_failing_run_keeps_the_others_and_the_baseline_still_runs(measure_gpu, tmp_path, monkeypatch):
     run_python = measure_gpu._python
 
-    def fail_the_second_seed(args, timeout, log):
-        if "--seed 1 " in args:
+    def fail_seed_1(args, timeout, log):
+        if args.endswith("/seed1"):  # the recipe's run of seed 1, not the baseline's (its folder: eager_baseline1)
             raise RuntimeError(f"stopped at its time limit, {timeout:.0f} s")
         run_python(args, timeout, log)
 
-    monkeypatch.setattr(measure_gpu, "_python", fail_the_second_seed)
+    monkeypatch.setattr(measure_gpu, "_python", fail_seed_1)
     record = measure_gpu.new_date_record("cpu", TINY_RECIPE)
-    with pytest.raises(RuntimeError, match=r"^seed 0: 99.9% not reached; seed 1: stopped at its time limit, 150 s$"):
-        measure_gpu.measure_dates(tmp_path, "cpu", [("seed", 0), ("seed", 1)], TINY_RECIPE, record,
-                                  measure_gpu.Budget(None))
-    assert [run["seed"] for run in json.loads((tmp_path / "date.json").read_text())["runs"]] == [0]
+    runs = [("seed", 0), ("seed", 1), ("eager baseline", 1)]
+    with pytest.raises(RuntimeError, match=r"^seed 0: 99.9% not reached; seed 1: stopped at its time limit, 150 s; "
+                                           r"eager baseline 1: 99.9% not reached$"):
+        measure_gpu.measure_dates(tmp_path, "cpu", runs, TINY_RECIPE, record, measure_gpu.Budget(None))
+    written = json.loads((tmp_path / "date.json").read_text())
+    assert [run["seed"] for run in written["runs"]] == [0] and written["eager_baseline"]["seed"] == 1
+
+
+def test_a_run_out_of_budget_ends_the_date_runs_and_says_what_came_before(measure_gpu, tmp_path, monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(measure_gpu, "time", clock)
+    budget = measure_gpu.Budget(0)  # nothing left: the first run cannot start
+    with pytest.raises(measure_gpu.OutOfBudget, match=r"^seed 0 and after: 0 s of the budget left$"):
+        measure_gpu.measure_dates(tmp_path, "cpu", [("seed", 0), ("seed", 1)], TINY_RECIPE,
+                                  measure_gpu.new_date_record("cpu", TINY_RECIPE), budget)
+    assert not (tmp_path / "date.json").exists()
 
 
 @pytest.mark.slow

@@ -125,12 +125,14 @@ def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: s
     """Add ``runs`` to ``record`` (from `new_date_record`), each in its own process: ("seed", seed) with
     the recipe, ("eager baseline", seed) with its `_uncompiled` form, each with its ``wall_seconds`` (the
     whole command). The record, in the layout of ``h100_date.json``, is written after each run, so that a later run's failure keeps the earlier ones.
+    A run that fails does not stop the next: the baseline still runs where the compiled run failed.
     Returns what the runs reached.
 
     Raises:
-        OutOfBudget, RuntimeError: a run that cannot start or fails, with what the runs before it reached.
+        OutOfBudget: a run that cannot start (nor can the rest); RuntimeError: a run failed. Each says
+        what every run before it reached, or how it failed.
     """
-    reached = []
+    reached, failed = [], False
     with tempfile.TemporaryDirectory() as folders:
         for kind, seed in runs:
             baseline = kind == "eager baseline"
@@ -141,8 +143,12 @@ def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: s
                 limit = budget.limit(TIME_LIMITS["dates"])
                 start = time.monotonic()
                 _python(args, limit, out / "measure_gpu.log")
-            except (OutOfBudget, RuntimeError) as error:  # said with what the runs before it reached
-                raise type(error)("; ".join([*reached, f"{kind} {seed}: {error}"])) from None
+            except OutOfBudget as why:
+                raise OutOfBudget("; ".join([*reached, f"{kind} {seed} and after: {why}"])) from None
+            except RuntimeError as error:
+                reached.append(f"{kind} {seed}: {error}")
+                failed = True
+                continue
             wall_seconds = time.monotonic() - start  # what a user waits: start-up, compiling and evaluations too
             history = json.loads((folder / "history.json").read_text())
             run = {"seed": seed, "wall_seconds": wall_seconds, **{k: history[k] for k in ("summary", "evals", "losses")}}
@@ -160,7 +166,9 @@ def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: s
             compiled = f", compiled in {s['compile_seconds']:.0f} s" if s["compiled"] else ""
             print(f"dates, {kind} {seed}: 99.9% {to_999}{compiled}, final accuracy {s['accuracy']:.4f}, "
                   f"{wall_seconds:.0f} s for the whole command", flush=True)
-    return ", ".join(reached)
+    if failed:
+        raise RuntimeError("; ".join(reached))
+    return "; ".join(reached)
 
 
 def measure_bench(out: Path, device: str, args: str, name: str, budget: Budget, time_limit: float) -> str:
