@@ -113,6 +113,7 @@ def _uncompiled(recipe: str) -> str:
 
 
 def new_date_record(device: str, recipe: str) -> dict:
+    """The date record's header, its command a template of the runs (``{seed}``), and no runs yet."""
     command = f"python -m tfm_ref.train {recipe} --device {device} --seed {{seed}} --no-progress --out runs/dates{{seed}}"
     record = _header("date translation: exact match on held-out dates vs training seconds (evaluation and "
                      "compilation excluded)", command, device=None)
@@ -124,13 +125,13 @@ def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: s
                   budget: Budget) -> str:
     """Add ``runs`` to ``record`` (from `new_date_record`), each in its own process: ("seed", seed) with
     the recipe, ("eager baseline", seed) with its `_uncompiled` form, each with its ``wall_seconds`` (the
-    whole command). The record, in the layout of ``h100_date.json``, is written after each run, so that a later run's failure keeps the earlier ones.
-    A run that fails does not stop the next: the baseline still runs where the compiled run failed.
-    Returns what the runs reached.
+    whole command). The record, in the layout of ``h100_date.json``, is written after each run. A run
+    that fails does not stop the next: the baseline still runs where the compiled run failed.
+    Returns what each run reached.
 
     Raises:
-        OutOfBudget: a run that cannot start (nor can the rest); RuntimeError: a run failed. Each says
-        what every run before it reached, or how it failed.
+        OutOfBudget: a run cannot start, nor can those after it. RuntimeError: a run failed. Each says
+        what every run before reached, or how it failed.
     """
     reached, failed = [], False
     with tempfile.TemporaryDirectory() as folders:
