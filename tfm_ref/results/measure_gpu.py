@@ -1,7 +1,7 @@
 """Re-measure the GPU figures of this folder in one go, on one CUDA GPU, from the repository root:
 
     python3 tfm_ref/results/measure_gpu.py --out runs/gpu                 # everything
-    python3 tfm_ref/results/measure_gpu.py --out runs/gpu --budget 540    # what fits in 9 minutes, the most needed first
+    python3 tfm_ref/results/measure_gpu.py --out runs/gpu --budget 540    # what fits in 9 minutes, most needed first
     python3 tfm_ref/results/measure_gpu.py --out runs/gpu bench           # one part
 
 The parts; their runs go in order of need (each target's figure, then the tests, then the other seeds):
@@ -114,7 +114,8 @@ def _uncompiled(recipe: str) -> str:
 
 def new_date_record(device: str, recipe: str) -> dict:
     """The date record's header, its command a template of the runs (``{seed}``), and no runs yet."""
-    command = f"python -m tfm_ref.train {recipe} --device {device} --seed {{seed}} --no-progress --out runs/dates{{seed}}"
+    command = (f"python -m tfm_ref.train {recipe} --device {device} --seed {{seed}} --no-progress "
+               "--out runs/dates{seed}")
     record = _header("date translation: exact match on held-out dates vs training seconds (evaluation and "
                      "compilation excluded)", command, device=None)
     record["runs"] = []
@@ -152,7 +153,8 @@ def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: s
                 continue
             wall_seconds = time.monotonic() - start  # what a user waits: start-up, compiling and evaluations too
             history = json.loads((folder / "history.json").read_text())
-            run = {"seed": seed, "wall_seconds": wall_seconds, **{k: history[k] for k in ("summary", "evals", "losses")}}
+            run = {"seed": seed, "wall_seconds": wall_seconds,
+                   **{k: history[k] for k in ("summary", "evals", "losses")}}
             record["device"] = history["summary"]["device"]
             if baseline:
                 record["eager_baseline"] = {"command": f"python {args}".replace(str(folder), "runs/eager"), **run}
@@ -187,7 +189,8 @@ def measure_bench(out: Path, device: str, args: str, name: str, budget: Budget, 
     s = results["summary"]
     said = [] if s["ratio_vs_torch"] is None else [f"{s['ratio_vs_torch']:.3f}× nn.Transformer's tokens/s"]
     if s.get("mfu") is not None:
-        said.append(f"MFU {s['mfu']:.1%}" + ("" if s["torch_mfu"] is None else f" (nn.Transformer {s['torch_mfu']:.1%})"))
+        theirs = "" if s["torch_mfu"] is None else f" (nn.Transformer {s['torch_mfu']:.1%})"
+        said.append(f"MFU {s['mfu']:.1%}{theirs}")
     return ", ".join(said) or f"{s['tokens_per_s']:,.0f} tokens/s"
 
 
