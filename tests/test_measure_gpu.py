@@ -124,6 +124,13 @@ def test_a_failing_part_is_reported_and_the_next_one_still_runs(measure_gpu, tmp
         "python -m tfm_ref.bench --tiny --profile ./bench_profile.txt --out bench.json"
 
 
+@pytest.mark.slow
+def test_a_relative_out_folder_is_the_callers_wherever_it_is_called_from(measure_gpu, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert measure_gpu.main(["bench", "--device", "cpu", "--out", "records"]) == 0
+    assert json.loads((tmp_path / "records" / "bench.json").read_text())["summary"]["device"] == "cpu"
+
+
 def test_an_unknown_part_or_a_missing_gpu_is_named(measure_gpu, capsys, monkeypatch):
     with pytest.raises(SystemExit):
         measure_gpu.main(["date"])

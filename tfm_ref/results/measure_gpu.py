@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--budget must be a positive number of seconds, got {args.budget:g}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("no CUDA GPU here; --device cpu only tries the script")
+    args.out = args.out.resolve()  # the runs write there from the repository root, wherever this was started
     args.out.mkdir(parents=True, exist_ok=True)
     budget, chosen = Budget(args.budget), args.parts or PARTS
     dates = new_date_record(args.device, args.recipe)
