@@ -57,7 +57,7 @@ def test_the_baseline_is_the_recipe_without_compiling(measure_gpu):
 
 @pytest.mark.slow
 def test_the_bench_record_has_the_recorded_layout_and_its_command(measure_gpu, tmp_path, capsys):
-    headline = measure_gpu.measure_bench(tmp_path, "cpu", "--tiny", "bench.json", measure_gpu.Budget(None), 120)
+    headline = measure_gpu.measure_bench(tmp_path, "cpu", "--tiny", "bench.json", measure_gpu.Budget(None), (0, 120))
     record = json.loads((tmp_path / "bench.json").read_text())
     recorded = json.loads((RESULTS / "h100_bench.json").read_text())
     assert set(recorded) <= set(record)
@@ -68,7 +68,7 @@ def test_the_bench_record_has_the_recorded_layout_and_its_command(measure_gpu, t
 
 def test_tfm_ref_alone_is_said_by_its_tokens_per_second(measure_gpu, tmp_path):
     headline = measure_gpu.measure_bench(tmp_path, "cpu", "--tiny --no-compile --only-tfm-ref", "alone.json",
-                                         measure_gpu.Budget(None), 120)
+                                         measure_gpu.Budget(None), (0, 120))
     record = json.loads((tmp_path / "alone.json").read_text())
     assert headline == f"{record['summary']['tokens_per_s']:,.0f} tokens/s"  # a CPU has no MFU, alone no ratio
     assert measure_gpu.BENCH_D1024_ARGS.endswith("--only-tfm-ref")
@@ -104,7 +104,8 @@ def test_a_run_out_of_budget_ends_the_date_runs_and_says_what_came_before(measur
     clock = _Clock()
     monkeypatch.setattr(measure_gpu, "time", clock)
     budget = measure_gpu.Budget(0)  # nothing left: the first run cannot start
-    with pytest.raises(measure_gpu.OutOfBudget, match=r"^seed 0 and after: 0 s of the budget left$"):
+    with pytest.raises(measure_gpu.OutOfBudget,
+                       match=r"^seed 0 and after: 0 s of the budget left, and it needs about 30 s$"):
         measure_gpu.measure_dates(tmp_path, "cpu", [("seed", 0), ("seed", 1)], TINY_RECIPE,
                                   measure_gpu.new_date_record("cpu", TINY_RECIPE), budget)
     assert not (tmp_path / "date.json").exists()
@@ -151,8 +152,14 @@ class _Clock:
         return self.now
 
 
-def test_with_a_budget_the_most_needed_runs_go_first_and_what_does_not_fit_is_skipped(measure_gpu, tmp_path,
-                                                                                      monkeypatch, capsys):
+@pytest.mark.parametrize("budget, last_runs, d1024_says", [
+    # 540 - 150 - 290 - 80 s leaves 20 s: too few for anything more
+    (540, [], "20 s of the budget left, and it needs about 90 s"),
+    # 570 s leaves 50 s: too few for d_model 1024, enough for the other seeds
+    (570, [([("seed", 1), ("seed", 2)], 50)], "50 s of the budget left, and it needs about 90 s"),
+])
+def test_with_a_budget_the_most_needed_runs_go_first_and_what_does_not_fit_is_skipped(
+        measure_gpu, tmp_path, monkeypatch, capsys, budget, last_runs, d1024_says):
     clock, calls = _Clock(), []
     monkeypatch.setattr(measure_gpu, "time", clock)
 
@@ -163,18 +170,20 @@ def test_with_a_budget_the_most_needed_runs_go_first_and_what_does_not_fit_is_sk
 
     monkeypatch.setattr(measure_gpu, "measure_dates", lambda out, device, runs, recipe, record, budget: spend(
         150, runs, budget.limit(measure_gpu.TIME_LIMITS["dates"])))
-    monkeypatch.setattr(measure_gpu, "measure_bench", lambda out, device, args, name, budget, limit: spend(
-        290, name, budget.limit(limit)))
+    monkeypatch.setattr(measure_gpu, "measure_bench", lambda out, device, args, name, budget, times: spend(
+        290, name, budget.limit(times)))
     monkeypatch.setattr(measure_gpu, "measure_tests", lambda out, budget: spend(
         80, "tests", budget.limit(measure_gpu.TIME_LIMITS["tests"])))
-    status = measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--budget", "540"])
+    status = measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--budget", str(budget)])
     assert status == 0
-    # the first seed and its baseline, then the bench, then the tests with what is left (540 - 150 - 290 s)
-    assert calls == [([("seed", 0), ("eager baseline", 0)], 150), ("bench.json", 290), ("tests", 100)]
+    # the first seed and its baseline, then the bench, then the tests with what is left (budget - 150 - 290 s)
+    assert calls == [([("seed", 0), ("eager baseline", 0)], 150), ("bench.json", 290), ("tests", budget - 440),
+                     *last_runs]
     table = capsys.readouterr().out.split("\npart")[-1].splitlines()[1:]
     assert [row.split()[:2] for row in table] == [["dates", "done"], ["bench", "done"], ["tests", "done"],
-                                                  ["bench-d1024", "skipped"], ["dates,", "more"]]
-    assert table[3].endswith("20 s of the budget left") and "skipped" in table[4]
+                                                  ["bench-d1024", "skipped"],
+                                                  ["dates,", "more"]]
+    assert table[3].endswith(d1024_says) and ("done" if last_runs else "skipped") in table[4]
 
 
 def test_without_a_budget_every_run_gets_its_own_limit_and_the_other_seeds_come_last(measure_gpu, tmp_path,
@@ -186,19 +195,21 @@ def test_without_a_budget_every_run_gets_its_own_limit_and_the_other_seeds_come_
     assert measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--seeds", "3", "4", "5"]) == 0
     assert calls == [[("seed", 3), ("eager baseline", 3)], "bench.json", "tests", "bench_d1024.json",
                      [("seed", 4), ("seed", 5)]]
-    assert measure_gpu.Budget(None).limit(290) == 290
+    assert measure_gpu.Budget(None).limit((120, 290)) == 290
 
 
 def test_a_budget_cuts_a_run_s_limit_and_refuses_to_start_one_that_cannot_end(measure_gpu, monkeypatch, capsys):
     clock = _Clock()
     monkeypatch.setattr(measure_gpu, "time", clock)
     budget = measure_gpu.Budget(200)
-    assert budget.limit(100) == 100
+    assert budget.limit((30, 100)) == 100
     clock.now = 150
-    assert budget.limit(100) == 50
-    clock.now = 200 - measure_gpu.MIN_RUN_SECONDS + 1
-    with pytest.raises(measure_gpu.OutOfBudget, match="29 s of the budget left"):
-        budget.limit(100)
+    assert budget.limit((30, 100)) == 50
+    with pytest.raises(measure_gpu.OutOfBudget, match="^50 s of the budget left, and it needs about 60 s$"):
+        budget.limit((60, 100))
+    clock.now = 171
+    with pytest.raises(measure_gpu.OutOfBudget, match="^29 s of the budget left, and it needs about 30 s$"):
+        budget.limit((30, 100))
     with pytest.raises(SystemExit):
         measure_gpu.main(["--budget", "0"])
     assert "--budget must be a positive number of seconds, got 0" in capsys.readouterr().err
