@@ -20,9 +20,10 @@ The parts; their runs go in order of need (each target's figure, then the tests,
 Each run has a time limit (`TIME_LIMITS`), cut to what is left of ``--budget``; a run that would start
 with less than it needs is skipped, and a later, shorter one may still run. A run that fails, runs out
 of time or is skipped is reported and the next one runs. The runs' output goes to ``measure_gpu.log``;
-the last lines printed are a table of every run. Nothing here writes into ``tfm_ref/results/``: compare the new files with
-the recorded ones, then copy over those that are better measured. ``--device cpu`` with a ``--recipe``
-of a few steps runs the same code without a GPU (the tests do), but a CPU run is no GPU figure.
+the last lines printed are a table of every run. Nothing here writes into ``tfm_ref/results/``:
+compare the new files with the recorded ones, then copy over those that are better measured.
+``--device cpu`` with a ``--recipe`` of a few steps runs the same code without a GPU (the tests do),
+but a CPU run is no GPU figure.
 """
 from __future__ import annotations
 
