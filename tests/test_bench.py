@@ -91,6 +91,13 @@ def test_tfm_ref_alone_trains_no_nn_transformer_and_gives_no_ratio(monkeypatch, 
     assert json.loads(capsys.readouterr().out.splitlines()[-1]) == summary and summary["ratio_vs_torch"] is None
 
 
+@pytest.mark.parametrize("capability, expected", [((7, 5), None), ((9, 0), torch.bfloat16)], ids=["T4", "H100"])
+def test_a_gpu_computes_in_the_trainers_precision_and_a_cpu_in_float32(monkeypatch, capability, expected):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert bench._dtype(torch.device("cuda")) == expected  # bf16 emulated on a T4 would be slower than float32
+    assert bench._dtype(torch.device("cpu")) is None
+
+
 def test_both_models_have_the_same_parameter_count():
     ours, theirs = _models(BenchConfig(**TINY))
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())

@@ -296,12 +296,24 @@ def test_evaluation_in_chunks_scores_as_one_pass_over_the_whole_set():
 @pytest.mark.parametrize("capabilities, expected", [({"avx512_bf16": True}, torch.bfloat16),
                                                     ({"amx_bf16": True}, torch.bfloat16),
                                                     ({"avx512_bf16": False, "amx_bf16": False}, None)])
-def test_auto_precision_is_bf16_on_cuda_and_on_cpus_with_bf16_instructions(monkeypatch, capabilities, expected):
+def test_auto_precision_is_bf16_on_cpus_with_bf16_instructions(monkeypatch, capabilities, expected):
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities, raising=False)
     cpu = torch.device("cpu")
     assert autocast_dtype("auto", cpu) == expected
-    assert autocast_dtype("auto", torch.device("cuda")) == torch.bfloat16
     assert autocast_dtype("fp32", cpu) is None and autocast_dtype("bf16", cpu) == torch.bfloat16
+
+
+@pytest.mark.parametrize("gpu, capability, expected", [("T4 (Colab's free GPU)", (7, 5), None),
+                                                       ("V100", (7, 0), None),
+                                                       ("A100", (8, 0), torch.bfloat16),
+                                                       ("RTX 4090", (8, 9), torch.bfloat16),
+                                                       ("H100", (9, 0), torch.bfloat16)])
+def test_auto_precision_is_bf16_on_gpus_with_bf16_units_and_float32_where_it_is_emulated(monkeypatch, gpu, capability,
+                                                                                        expected):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    cuda = torch.device("cuda")
+    assert autocast_dtype("auto", cuda) == expected, gpu
+    assert autocast_dtype("bf16", cuda) == torch.bfloat16 and autocast_dtype("fp32", cuda) is None
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ is halved until `training_memory` fits, and attention lengths whose `attention_m
 not fit are skipped, with a line saying so.
 
 Both models: embeddings shared by source, target and output head (scaled by √D), sinusoidal
-positions, Post-Norm, ReLU, dropout as configured; fused AdamW; on CUDA bf16 autocast.
+positions, Post-Norm, ReLU, dropout as configured; fused AdamW; on a GPU with bf16 units, bf16 autocast.
 
 Shapes: B batch · S source positions · T target positions · D model width · V vocabulary.
 """
@@ -52,7 +52,7 @@ from .attention import scaled_dot_product_attention, sdpa_attention
 from .cli import OneLineParser, SettingsError, check_writable_folder, pick_device
 from .config import TransformerConfig
 from .positional import sinusoidal_positional_encoding
-from .train import COMPILE_MODES, autocast, check_compile_mode, synchronize, token_loss_sum
+from .train import COMPILE_MODES, autocast, autocast_dtype, check_compile_mode, synchronize, token_loss_sum
 from .transformer import Transformer
 
 __all__ = ["BenchConfig", "TorchTransformerLM", "training_flops", "peak_bf16_flops", "available_memory",
@@ -157,8 +157,9 @@ class TorchTransformerLM(nn.Module):
 
 
 def _dtype(device: torch.device) -> torch.dtype | None:
-    """bf16 on a GPU; float32 (None: no autocast) on a CPU, as the recorded CPU results and the widgets assume."""
-    return torch.bfloat16 if device.type == "cuda" else None
+    """On a GPU, the trainer's choice (bf16 where it has bf16 units); on a CPU float32 (None: no
+    autocast), as the recorded CPU results and the widgets assume."""
+    return autocast_dtype("auto", device) if device.type == "cuda" else None
 
 
 def training_flops(cfg: BenchConfig) -> float:

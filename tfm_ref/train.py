@@ -21,8 +21,8 @@ What it does, and why:
   prefix at the first wrong argmax (`tests/test_train.py` checks the two agree). Evaluations
   during training may use the first ``quick_eval_size`` examples only; the last uses them all.
   Each evaluation runs over the examples sorted by source length, in trimmed pieces (`eval_chunks`).
-* Matrix products in bf16 (autocast) on CUDA and on CPUs with bf16 instructions, where they run
-  several times faster than in float32. On a CPU the readable eager attention, which PyTorch's
+* Matrix products in bf16 (autocast) where the device has bf16 matrix units (`autocast_dtype`), where
+  they run several times faster than in float32. On a CPU the readable eager attention, which PyTorch's
   fused CPU kernel does not beat at these lengths; on CUDA the SDPA path. Fused AdamW on both.
   Optional ``torch.compile`` (``--compile-mode reduce-overhead``: CUDA graphs on a GPU) of the model
   and of the loss (`token_loss_sum`: one fused pass over the logits, where the eager loss writes a
@@ -193,13 +193,17 @@ def token_loss_sum(logits: torch.Tensor, target: torch.Tensor, smoothing: float)
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The dtype matrix products run in under ``precision``: bfloat16, or None for float32.
 
-    "auto" is bf16 on CUDA and on CPUs with bf16 instructions (AVX-512 BF16, AMX), where matrix
-    products run several times faster than in float32; elsewhere bf16 is emulated, so float32.
+    "auto" is bf16 where the device has bf16 matrix units, and matrix products run several times faster
+    than in float32: GPUs from Ampere on (compute capability 8.0: A100, RTX 30xx, H100, …) and CPUs with
+    AVX-512 BF16 or AMX. Elsewhere bf16 is emulated, slower than float32 (Colab's free T4, a V100, most
+    laptops' CPUs), so float32.
     """
     if precision == "fp32":
         return None
-    if precision == "bf16" or device.type == "cuda":
+    if precision == "bf16":
         return torch.bfloat16
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.get_device_capability(device) >= (8, 0) else None
     capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}  # absent in older PyTorch
     return torch.bfloat16 if capabilities.get("avx512_bf16") or capabilities.get("amx_bf16") else None
 
@@ -513,7 +517,8 @@ def _parser() -> OneLineParser:
     p.add_argument("--schedule", choices=SCHEDULES, default=defaults.schedule,
                    help="cosine: warmup then cosine decay; noam: the 2017 schedule, peaking at --lr")
     p.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
-                   help="auto: bf16 autocast on CUDA and on CPUs with bf16 instructions, else fp32")
+                   help="auto: bf16 autocast where the device has bf16 units (GPUs from Ampere on, CPUs with "
+                        "AVX-512 BF16 or AMX), else fp32")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--out", help="folder for checkpoint.pt and history.json")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if it exists")
