@@ -94,7 +94,7 @@ def test_tfm_ref_alone_trains_no_nn_transformer_and_gives_no_ratio(monkeypatch, 
 @pytest.mark.parametrize("capability, expected", [((7, 5), None), ((9, 0), torch.bfloat16)], ids=["T4", "H100"])
 def test_a_gpu_computes_in_the_trainers_precision_and_a_cpu_in_float32(monkeypatch, capability, expected):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-    assert bench._dtype(torch.device("cuda")) == expected  # bf16 emulated on a T4 would be slower than float32
+    assert bench._dtype(torch.device("cuda")) == expected  # on a T4 bf16 is emulated through float32
     assert bench._dtype(torch.device("cpu")) is None
 
 

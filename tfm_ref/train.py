@@ -195,8 +195,8 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 
     "auto" is bf16 where the device has bf16 matrix units, and matrix products run several times faster
     than in float32: GPUs from Ampere on (compute capability 8.0: A100, RTX 30xx, H100, …) and CPUs with
-    AVX-512 BF16 or AMX. Elsewhere bf16 is emulated, slower than float32 (Colab's free T4, a V100, most
-    laptops' CPUs), so float32.
+    AVX-512 BF16 or AMX. Elsewhere bf16 is emulated through float32 arithmetic, so no faster and often
+    slower (Colab's free T4, a V100, most laptops' CPUs): float32 there.
     """
     if precision == "fp32":
         return None
