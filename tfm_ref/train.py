@@ -21,8 +21,8 @@ What it does, and why:
   prefix at the first wrong argmax (`tests/test_train.py` checks the two agree). Evaluations
   during training may use the first ``quick_eval_size`` examples only; the last uses them all.
   Each evaluation runs over the examples sorted by source length, in trimmed pieces (`eval_chunks`).
-* Matrix products in bf16 (autocast) where the device has bf16 matrix units (`autocast_dtype`), where
-  they run several times faster than in float32. On a CPU the readable eager attention, which PyTorch's
+* Matrix products in bf16 (autocast) on devices with bf16 matrix units (`autocast_dtype`), where they
+  run several times faster than in float32. On a CPU the readable eager attention, which PyTorch's
   fused CPU kernel does not beat at these lengths; on CUDA the SDPA path. Fused AdamW on both.
   Optional ``torch.compile`` (``--compile-mode reduce-overhead``: CUDA graphs on a GPU) of the model
   and of the loss (`token_loss_sum`: one fused pass over the logits, where the eager loss writes a
