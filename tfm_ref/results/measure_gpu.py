@@ -120,10 +120,14 @@ def _uncompiled(recipe: str) -> str:
     return shlex.join(kept)
 
 
+def _train_args(settings: str, device: str, seed: int | str, out: Path | str) -> str:
+    """The arguments of one date run: ``python`` + these is its command."""
+    return f"-m tfm_ref.train {settings} --device {device} --seed {seed} --no-progress --out {out}"
+
+
 def new_date_record(device: str, recipe: str) -> dict:
     """The date record's header, its command a template of the runs (``{seed}``), and no runs yet."""
-    command = (f"python -m tfm_ref.train {recipe} --device {device} --seed {{seed}} --no-progress "
-               "--out runs/dates{seed}")
+    command = "python " + _train_args(recipe, device, "{seed}", "runs/dates{seed}")
     record = _header("date translation: exact match on held-out dates vs training seconds (evaluation and "
                      "compilation excluded)", command, device=None)
     record["runs"] = []
@@ -147,8 +151,8 @@ def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: s
         for kind, seed in runs:
             baseline = kind == "eager baseline"
             folder = Path(folders) / f"{kind.replace(' ', '_')}{seed}"
-            args = (f"-m tfm_ref.train {_uncompiled(recipe) if baseline else recipe} --device {device} --seed {seed} "
-                    f"--no-progress --out {folder}")
+            settings = _uncompiled(recipe) if baseline else recipe
+            args = _train_args(settings, device, seed, folder)
             try:
                 limit = budget.limit(TIME_LIMITS["dates"])
                 start = time.monotonic()
@@ -165,7 +169,8 @@ def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: s
                    **{k: history[k] for k in ("summary", "evals", "losses")}}
             record["device"] = history["summary"]["device"]
             if baseline:
-                record["eager_baseline"] = {"command": f"python {args}".replace(str(folder), "runs/eager"), **run}
+                record["eager_baseline"] = {"command": "python " + _train_args(settings, device, seed, "runs/eager"),
+                                            **run}
             else:
                 record.setdefault("model_config", history["model_config"])
                 record.setdefault("train_config", {**history["config"], "seed": "{seed}", "out": "runs/dates{seed}"})
@@ -243,12 +248,14 @@ def main(argv: list[str] | None = None) -> int:
         ("tests", "tests", lambda: measure_tests(args.out, budget)),
         ("bench-d1024", "bench-d1024", lambda: measure_bench(args.out, args.device, BENCH_D1024_ARGS,
                                                              "bench_d1024.json", budget, TIME_LIMITS["bench-d1024"])),
-        ("dates, more seeds", "dates", lambda: measure_dates(args.out, args.device, [("seed", s) for s in more],
-                                                            args.recipe, dates, budget)),
     ]
+    if more:
+        plan.append(("dates, more seeds", "dates", lambda: measure_dates(args.out, args.device,
+                                                                         [("seed", s) for s in more], args.recipe,
+                                                                         dates, budget)))
     table, failed = [], False
     for name, part, job in plan:
-        if part not in chosen or name == "dates, more seeds" and not more:
+        if part not in chosen:
             continue
         start = time.monotonic()
         try:
