@@ -63,27 +63,31 @@ def test_the_profile_says_where_tfm_refs_step_spends_its_time(tmp_path, capsys):
     assert "Self CPU time total" in table
 
 
-def test_compiled_each_model_trains_its_own_way_and_nn_transformer_with_the_compiled_loss_too(monkeypatch):
-    compiled = []  # what each row compiled, in order: the models and the loss
-    monkeypatch.setattr(torch, "compile", lambda fn, mode: compiled.append(fn) or fn)
+@pytest.fixture
+def compiled(monkeypatch):
+    """What the rows give torch.compile, in order ("loss", or the model's class), compiling nothing."""
+    given = []
+    monkeypatch.setattr(torch, "compile", lambda fn, mode: given.append(
+        "loss" if fn is token_loss_sum else type(fn).__name__) or fn)
+    return given
+
+
+def test_compiled_each_model_trains_its_own_way_and_nn_transformer_with_the_compiled_loss_too(compiled):
     results = bench.run(BenchConfig(**{**TINY, "compile": True, "attn_lengths": (16,)}), torch.device("cpu"))
     assert list(results["training"]) == ["tfm_ref_eager", "torch_eager", "tfm_ref_compiled", "torch_compiled",
                                          "torch_compiled+loss"]
-    kinds = ["loss" if fn is token_loss_sum else type(fn).__name__ for fn in compiled]
-    assert kinds == ["Transformer", "loss", "TorchTransformerLM", "TorchTransformerLM", "loss"]
+    assert compiled == ["Transformer", "loss", "TorchTransformerLM", "TorchTransformerLM", "loss"]
     s, rows = results["summary"], results["training"]
     assert s["ratio_vs_torch"] == rows["tfm_ref_compiled"]["tokens_per_s"] / rows["torch_compiled"]["tokens_per_s"]
     assert s["ratio_vs_torch_compiled_loss"] == \
         rows["tfm_ref_compiled"]["tokens_per_s"] / rows["torch_compiled+loss"]["tokens_per_s"]
 
 
-def test_tfm_ref_alone_trains_no_nn_transformer_and_gives_no_ratio(monkeypatch, capsys):
-    compiled = []
-    monkeypatch.setattr(torch, "compile", lambda fn, mode: compiled.append(fn) or fn)
+def test_tfm_ref_alone_trains_no_nn_transformer_and_gives_no_ratio(compiled, capsys):
     results = bench.run(BenchConfig(**{**TINY, "compile": True, "compare": False, "attn_lengths": (16,)}),
                         torch.device("cpu"))
     assert list(results["training"]) == ["tfm_ref_eager", "tfm_ref_compiled"]
-    assert ["loss" if fn is token_loss_sum else type(fn).__name__ for fn in compiled] == ["Transformer", "loss"]
+    assert compiled == ["Transformer", "loss"]
     s = results["summary"]
     assert s["tokens_per_s"] == results["training"]["tfm_ref_compiled"]["tokens_per_s"]
     assert s["ratio_vs_torch"] is None and s["torch_tokens_per_s"] is None and "ratio_vs_torch_compiled_loss" not in s
