@@ -170,7 +170,7 @@ class Exercise:
                 failing_uses = [] if failure.stub else _failing_uses(self, candidate, seed)
                 message = failure.message(self, case, seed, hidden, reveal_fix, failing_uses)
                 return Report(self.name, False, failure.mistake, message, len(cases),
-                              forbidden_call=failure.got.error_type == ForbiddenCall.__name__,
+                              forbidden_call=failure.forbidden,
                               fix_shown=bool(reveal_fix and failure.fix))
         return Report(self.name, True, None, "", len(cases), time.perf_counter() - started)
 
@@ -268,6 +268,24 @@ class _Failure:
     stub: bool = False  # the student's function is the released stub (raises NotImplementedError)
     setup: bool = False  # the student's object could not be built or differentiated: no outputs to show
 
+    @property
+    def forbidden(self) -> bool:
+        return self.got.error_type == ForbiddenCall.__name__
+
+    def _forbidden_details(self, exercise: Exercise, failing_uses: list[Report]) -> list[str]:
+        """Where the forbidden call was made and what to call instead (unless the student's own earlier
+        function is what made it); no input, since every input fails alike."""
+        lines = []
+        if exercise.uses and not failing_uses:
+            names = [f"`{used.name}`" for used in exercise.uses]
+            listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+            lines.append(f"Your own {listed} from {'an earlier exercise' if len(names) == 1 else 'earlier exercises'} "
+                         "may be called here.")
+        called_from = self.got.trace.splitlines()[:-1]  # its last line repeats the message above
+        if called_from:
+            lines += ["", "Your code called it here:", indent("\n".join(called_from))]
+        return lines
+
     def message(self, exercise: Exercise, case: Case, seed: int, hidden: bool, reveal_fix: bool,
                 failing_uses: list[Report]) -> str:
         kind = "hidden check" if hidden and case in exercise.hidden else "check"
@@ -284,6 +302,8 @@ class _Failure:
                 lines.append(FIX_PREFIX + self.fix)  # folded behind a toggle on the feedback page
             elif self.fix:
                 lines.append("(Try again; if the same mistake fails again, the check shows how to fix it.)")
+        if self.forbidden:
+            return "\n".join(lines + self._forbidden_details(exercise, failing_uses))
         if self.got.trace:
             lines += ["", "Your code raised:", indent(self.got.trace)]
         built = exercise.adapter.describe(exercise.name, self.dims) if hasattr(exercise.adapter, "describe") else None
@@ -347,7 +367,7 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
     failure = _attempt(exercise, case, candidate, dims, seed)
     if failure is None:
         return None
-    if failure.stub or failure.setup or failure.got.error_type == ForbiddenCall.__name__:
+    if failure.stub or failure.setup or failure.forbidden:
         return failure
     # Diagnose on the input that failed, then show the smallest input that still fails.
     _diagnose(exercise, case, failure, seed)

@@ -62,6 +62,26 @@ def _functions_of(obj: object, seen: set[int]) -> Iterator[types.FunctionType]:
             yield from _functions_of(value, seen)
 
 
+# Where students reach library functions, so that a message names one as they wrote it (torch.softmax),
+# not by the internal module or class that defines it. The first namespace that holds the item wins.
+_PUBLIC_NAMESPACES = ("torch", "torch.nn.functional", "torch.nn", "torch.special", "torch.linalg")
+_REFERENCE_PACKAGES = ("tfm_ref.", "autograde.")
+
+
+def _public_name(item: object) -> str:
+    """The dotted name a student would write for ``item``, or its defining module's name for it."""
+    qualname, short = getattr(item, "__qualname__", None), getattr(item, "__name__", None)
+    paths = [p for p in (qualname, short, short and short.removeprefix("special_")) if isinstance(p, str)]
+    for namespace in _PUBLIC_NAMESPACES:
+        for path in paths:
+            found = sys.modules.get(namespace)
+            for attr in path.split("."):
+                found = getattr(found, attr, None)
+            if found is item:
+                return f"{namespace}.{path}"
+    return f"{getattr(item, '__module__', None) or ''}.{qualname or repr(item)}".lstrip(".")
+
+
 def _package_dir(name: str) -> str | None:
     module = sys.modules.get(name)
     path = getattr(module, "__file__", None)
@@ -86,14 +106,16 @@ class Forbid:
         for item in items:
             self._add(item)
         # Turning the hook off from inside would defeat it.
+        self._guard_switches = set()
         for hook in (sys.setprofile, sys.settrace, threading.setprofile, threading.settrace):
             self._builtins[id(hook)] = f"{hook.__module__}.{hook.__name__}"
+            self._guard_switches.add(self._builtins[id(hook)])
         self._dirs = tuple(d for d in map(_package_dir, packages) if d)
         self._allowed = {code for f in allowed if hasattr(f, "__code__") for code in _walk_code(f.__code__)}
         self._previous: list[object] = []
 
     def _add(self, item: object) -> None:
-        name = f"{getattr(item, '__module__', None) or ''}.{getattr(item, '__qualname__', repr(item))}".lstrip(".")
+        name = _public_name(item)
         if isinstance(item, type):
             for function in _functions_of(item, set()):
                 self._codes[function.__code__] = name
@@ -131,11 +153,15 @@ class Forbid:
         if event in ("call", "c_call"):
             what = self._blocked(frame, event, arg)
             if what is not None:
-                raise ForbiddenCall(
-                    f"your code called {what}, which is off limits while a check runs: the reference, a "
-                    "library function that does this exercise for you, or a switch of the grader's guard. "
-                    "Write it with basic tensor operations; this part earns nothing while it does."
-                )
+                raise ForbiddenCall(f"your code called {what}, which is off limits while a check runs: "
+                                    + self._why(what))
+
+    def _why(self, what: str) -> str:
+        if what in self._guard_switches:
+            return "it would switch off the grader's guard. This part earns nothing while it does."
+        kind = "the course's reference" if what.startswith(_REFERENCE_PACKAGES) else \
+            "a library function that does this exercise's work"
+        return f"{kind}. Write it with basic tensor operations; this part earns nothing while it does."
 
     def __enter__(self) -> Forbid:
         self._previous.append(sys.getprofile())

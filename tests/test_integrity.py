@@ -11,6 +11,8 @@ import tfm_ref
 from autograde import check
 from autograde.audit import audit
 from autograde.checking import SNAPSHOT, CheckFailed
+from autograde.exercises import ch01_attention as chapter01
+from autograde.exercises import ch09_efficient as chapter09
 from autograde.integrity import Forbid, ForbiddenCall
 
 
@@ -59,6 +61,74 @@ def test_attention_through_the_fused_kernel_earns_nothing():
 
     with pytest.raises(CheckFailed, match="scaled_dot_product_attention, which is off limits"):
         check("ch01_attention.attention", sdpa)
+
+
+@pytest.mark.parametrize(("borrowed", "named", "why"), [
+    (_library, "torch.softmax", "a library function that does this exercise's work"),
+    (_functional, "torch.nn.functional.softmax", "a library function"),
+    (_method, "Tensor.softmax", "a library function"),
+    (_reference, "tfm_ref.attention.softmax", "the course's reference"),
+    (_switches_guard_off, "sys.setprofile", "it would switch off the grader's guard"),
+])
+def test_a_forbidden_call_is_named_as_the_student_wrote_it_and_shown_where_it_was_made(borrowed, named, why):
+    report = chapter01.SOFTMAX.run(borrowed, seed=0)
+    assert f"ForbiddenCall: your code called {named}, which is off limits while a check runs: {why}" in report.message
+    assert "Your code called it here:" in report.message and borrowed.__name__ in report.message
+    # every input fails alike: no input to show, and the reason is said once
+    assert "Smallest failing input" not in report.message and "tensor(" not in report.message
+    assert report.message.count("off limits") == 1
+
+
+def test_a_forbidden_call_in_an_exercise_built_on_earlier_ones_points_to_the_students_own_function():
+    def cached_attention(q, k, v, k_cache, v_cache):
+        k_cache, v_cache = torch.cat([k_cache, k], dim=-2), torch.cat([v_cache, v], dim=-2)
+        keys = tfm_ref.repeat_kv(k_cache, q.shape[1] // k.shape[1])  # (B, H, S + T, Dh): allowed
+        values = tfm_ref.repeat_kv(v_cache, q.shape[1] // k.shape[1])
+        weights = torch.softmax(q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+        return weights @ values, k_cache, v_cache
+
+    message = chapter09.CACHED_ATTENTION.run(cached_attention, seed=0).message
+    assert "your code called torch.softmax" in message
+    assert "Your own `tiled_attention` from an earlier exercise may be called here." in message
+
+
+# A notebook's two answers; the check finds the earlier one by its name in the notebook's namespace.
+NOTEBOOK_BORROWING_IN_ITS_EARLIER_ANSWER = """
+def tiled_attention(q, k, v, mask=None, *, q_tile=64, k_tile=64):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores if mask is None else scores.masked_fill(~mask, -math.inf), dim=-1) @ v
+
+def cached_attention(q, k, v, k_cache, v_cache):
+    k_cache, v_cache = torch.cat([k_cache, k], dim=-2), torch.cat([v_cache, v], dim=-2)
+    n_new, n_all, n_rep = q.shape[-2], k_cache.shape[-2], q.shape[1] // k.shape[1]
+    mask = torch.ones(n_new, n_all, dtype=torch.bool).tril(diagonal=n_all - n_new)
+    keys, values = tfm_ref.repeat_kv(k_cache, n_rep), tfm_ref.repeat_kv(v_cache, n_rep)
+    return tiled_attention(q, keys, values, mask), k_cache, v_cache
+"""
+
+
+def test_a_forbidden_call_made_in_the_students_earlier_function_sends_them_to_fix_that_one():
+    notebook = {"math": math, "torch": torch, "tfm_ref": tfm_ref}
+    exec(NOTEBOOK_BORROWING_IN_ITS_EARLIER_ANSWER, notebook)
+    message = chapter09.CACHED_ATTENTION.run(notebook["cached_attention"], seed=0).message
+    assert "Your `tiled_attention` from an earlier exercise fails its own check" in message
+    assert "may be called here" not in message
+    assert "in tiled_attention" in message  # the trace goes down to the call
+
+
+def test_torch_private_names_of_forbidden_functions_are_not_shown_to_students():
+    from autograde.exercises import load_all
+
+    shown = set()
+    for module in load_all():
+        for exercise in module.EXERCISES:
+            guard = Forbid(exercise.forbidden, allowed=exercise.allowed)
+            shown |= {*guard._codes.values(), *guard._builtins.values()}
+    assert {"torch.softmax", "torch.nn.functional.scaled_dot_product_attention", "torch.special.logsumexp",
+            "torch.nn.MultiheadAttention", "torch.nn.Transformer.generate_square_subsequent_mask"} <= shown
+    internal = [name for name in shown if "._C." in name or "_VariableFunctions" in name
+                or (".modules." in name and not name.rpartition(".")[2].startswith("_"))]  # private ones have no other
+    assert internal == []
 
 
 def test_guard_allows_named_helpers_and_lifts_on_exit():
