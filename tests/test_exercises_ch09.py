@@ -1,6 +1,6 @@
 """Chapter 9 checks beyond tests/test_exercises.py (where the notebook's own solutions pass under the guard,
-its decoding step calling the given repeat_kv): the normaliser may not come from logsumexp, and the
-decoding step may not hand the attention to tfm_ref.
+its decoding step calling the given repeat_kv): the normaliser may not come from logsumexp, the
+decoding step may not hand the attention to tfm_ref, and exp with no maximum at all is named as the overflow.
 """
 import pytest
 import torch
@@ -28,3 +28,29 @@ def test_cached_attention_may_not_hand_the_attention_to_tfm_ref():
     report = chapter.CACHED_ATTENTION.run(cached_attention, seed=0)
     assert not report.passed
     assert "your code called tfm_ref.attention.scaled_dot_product_attention" in report.message
+
+
+def _exp_softmax(scores: torch.Tensor) -> torch.Tensor:
+    """The first thing a student writes: exp and normalise, no maximum subtracted anywhere."""
+    e = torch.exp(scores)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def _online_softmax_without_any_maximum(x, block_size, dim=-1):
+    row = x.movedim(dim, -1)
+    total = sum(torch.exp(row[..., s:s + block_size]).sum(dim=-1, keepdim=True)
+                for s in range(0, row.shape[-1], block_size))
+    return (torch.exp(row) / total).movedim(-1, dim)
+
+
+def _tiled_attention_without_any_maximum(q, k, v, mask=None, *, q_tile=64, k_tile=64):
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    return _exp_softmax(scores if mask is None else scores.masked_fill(~mask, float("-inf"))) @ v
+
+
+@pytest.mark.parametrize(("exercise", "student"), [(chapter.ONLINE_SOFTMAX, _online_softmax_without_any_maximum),
+                                                   (chapter.TILED_ATTENTION, _tiled_attention_without_any_maximum)])
+def test_exp_with_no_maximum_at_all_is_named_as_the_overflow_not_as_the_masked_rows(exercise, student):
+    # Such code also gives NaN on all −inf rows, where the catalogue would blame the −inf handling.
+    report = exercise.run(student, hidden=True, seed=0)
+    assert report.mistake == "exp without subtracting the running maximum", report.message
