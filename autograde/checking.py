@@ -47,7 +47,7 @@ import torch
 
 from .adapters import Dims, FunctionAdapter, ModuleAdapter
 from .comparison import Tolerance, compare, same
-from .display import indent, show
+from .display import indent, show, show_named
 from .evaluation import CheckFailed, Outcome, evaluate
 from .inputs import Call, randn, random_dims
 from .integrity import Forbid, ForbiddenCall, Snapshot
@@ -320,7 +320,9 @@ class _Failure:
             lines += [f"expected gradient of {name}:", indent(show(expected)),
                       f"your gradient of {name}:", indent(show(self.got.grads[self.gradient]))]
         elif self.got.error is None and not self.setup:
-            lines += ["expected:", indent(show(self.expected.output)), "got:", indent(show(self.got.output))]
+            names = exercise.output_names
+            lines += ["expected:", indent(show_named(self.expected.output, names)),
+                      "got:", indent(show_named(self.got.output, names))]
         lines.append(f"(random seed {seed})")
         return "\n".join(lines)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .display import show
+from .display import labelled
 
 __all__ = ["Call", "randn", "random_dims"]
 
@@ -52,7 +52,7 @@ class Call:
         return positional + list(self.kwargs.items())
 
     def describe(self, names: Sequence[str] = ()) -> str:
-        return "\n".join(f"{name} = {show(value)}" for name, value in self.named(names))
+        return "\n".join(labelled(name, value) for name, value in self.named(names))
 
 
 def randn(gen: torch.Generator, *shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -1,4 +1,6 @@
 """The check framework: comparisons, shrinking, diagnosis and messages, on a toy exercise."""
+import re
+
 import pytest
 import torch
 
@@ -42,6 +44,25 @@ def test_failure_shows_the_smallest_failing_input():
     report = TOY.run(lambda x, factor=2.0: x * factor + 1)
     assert "Smallest failing input (N=1, M=1" in report.message
     assert "expected:" in report.message and "got:" in report.message
+
+
+def test_a_tuple_outputs_items_are_shown_by_name_and_multi_line_values_stay_aligned():
+    def scale_and_stack(x, factor=2.0):
+        return x * factor, torch.stack([x, x])
+
+    pair = Exercise(name="scale_and_stack", reference=scale_and_stack, inputs=_inputs, arg_names=("x",),
+                    shapes=[dict(N=2, M=2)], visible=[Case("random")], output_names=("scaled", "stacked"))
+    lines = pair.run(lambda x, factor=2.0: (x * factor, torch.stack([x, -x]))).message.splitlines()
+
+    def second_line_under_the_first(start: str) -> bool:  # a value's later lines sit under its first, past the name
+        first = next(i for i, line in enumerate(lines) if line.startswith(start))
+        innermost = re.search(r"tensor\(\[+", lines[first]).end() - 1  # the last of the opening brackets
+        return lines[first + 1].index("[") == innermost
+
+    for name in ("x", "scaled", "stacked"):  # the input, and each output, expected then got
+        assert second_line_under_the_first(f"    {name} = tensor([[")
+    expected, got = lines.index("expected:"), lines.index("got:")
+    assert lines[expected + 1].startswith("    scaled = ") and lines[got + 1].startswith("    scaled = ")
 
 
 def test_failure_only_on_large_inputs_is_shown_at_the_smallest_size_that_fails():
