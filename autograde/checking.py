@@ -168,6 +168,8 @@ class Exercise:
             failure = _run_case(self, case, candidate, seed + 7919 * index)
             if failure is not None:
                 failing_uses = [] if failure.stub else _failing_uses(self, candidate, seed)
+                if failure.forbidden:  # only an earlier function that made the call is to blame for it
+                    failing_uses = [r for r in failing_uses if failure.called_through(r.exercise)]
                 message = failure.message(self, case, seed, hidden, reveal_fix, failing_uses)
                 return Report(self.name, False, failure.mistake, message, len(cases),
                               forbidden_call=failure.forbidden,
@@ -271,6 +273,10 @@ class _Failure:
     @property
     def forbidden(self) -> bool:
         return self.got.error_type == ForbiddenCall.__name__
+
+    def called_through(self, function: str) -> bool:
+        """Did the error pass through the student's function of that name (a frame of its traceback)?"""
+        return any(line.rstrip().endswith(f", in {function}") for line in self.got.trace.splitlines())
 
     def _forbidden_details(self, exercise: Exercise, failing_uses: list[Report]) -> list[str]:
         """Where the forbidden call was made and what to call instead (unless the student's own earlier

@@ -79,20 +79,7 @@ def test_a_forbidden_call_is_named_as_the_student_wrote_it_and_shown_where_it_wa
     assert report.message.count("off limits") == 1
 
 
-def test_a_forbidden_call_in_an_exercise_built_on_earlier_ones_points_to_the_students_own_function():
-    def cached_attention(q, k, v, k_cache, v_cache):
-        k_cache, v_cache = torch.cat([k_cache, k], dim=-2), torch.cat([v_cache, v], dim=-2)
-        keys = tfm_ref.repeat_kv(k_cache, q.shape[1] // k.shape[1])  # (B, H, S + T, Dh): allowed
-        values = tfm_ref.repeat_kv(v_cache, q.shape[1] // k.shape[1])
-        weights = torch.softmax(q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
-        return weights @ values, k_cache, v_cache
-
-    message = chapter09.CACHED_ATTENTION.run(cached_attention, seed=0).message
-    assert "your code called torch.softmax" in message
-    assert "Your own `tiled_attention` from an earlier exercise may be called here." in message
-
-
-# A notebook's two answers; the check finds the earlier one by its name in the notebook's namespace.
+# Notebooks' answers to ch09's exercises 2 and 3: a check finds the earlier one by its name in the notebook.
 NOTEBOOK_BORROWING_IN_ITS_EARLIER_ANSWER = """
 def tiled_attention(q, k, v, mask=None, *, q_tile=64, k_tile=64):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -108,12 +95,38 @@ def cached_attention(q, k, v, k_cache, v_cache):
 
 
 def test_a_forbidden_call_made_in_the_students_earlier_function_sends_them_to_fix_that_one():
-    notebook = {"math": math, "torch": torch, "tfm_ref": tfm_ref}
-    exec(NOTEBOOK_BORROWING_IN_ITS_EARLIER_ANSWER, notebook)
+    notebook = _notebook(NOTEBOOK_BORROWING_IN_ITS_EARLIER_ANSWER)
     message = chapter09.CACHED_ATTENTION.run(notebook["cached_attention"], seed=0).message
     assert "Your `tiled_attention` from an earlier exercise fails its own check" in message
     assert "may be called here" not in message
     assert "in tiled_attention" in message  # the trace goes down to the call
+
+
+NOTEBOOK_BORROWING_BESIDE_AN_UNFINISHED_EARLIER_ANSWER = """
+def tiled_attention(q, k, v, mask=None, *, q_tile=64, k_tile=64):
+    raise NotImplementedError()
+
+def cached_attention(q, k, v, k_cache, v_cache):
+    k_cache, v_cache = torch.cat([k_cache, k], dim=-2), torch.cat([v_cache, v], dim=-2)
+    n_rep = q.shape[1] // k.shape[1]
+    keys, values = tfm_ref.repeat_kv(k_cache, n_rep), tfm_ref.repeat_kv(v_cache, n_rep)
+    weights = torch.softmax(q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)  # no causal mask either
+    return weights @ values, k_cache, v_cache
+"""
+
+
+def _notebook(source: str) -> dict:
+    """The namespace a notebook with these cells leaves behind."""
+    namespace = {"math": math, "torch": torch, "tfm_ref": tfm_ref}
+    exec(source, namespace)
+    return namespace
+
+
+def test_a_forbidden_call_does_not_blame_an_unfinished_earlier_function_it_never_called():
+    notebook = _notebook(NOTEBOOK_BORROWING_BESIDE_AN_UNFINISHED_EARLIER_ANSWER)
+    message = chapter09.CACHED_ATTENTION.run(notebook["cached_attention"], seed=0).message
+    assert "your code called torch.softmax" in message and "fails its own check" not in message
+    assert "Your own `tiled_attention` from an earlier exercise may be called here." in message
 
 
 def test_torch_private_names_of_forbidden_functions_are_not_shown_to_students():
@@ -195,3 +208,5 @@ def test_audit_leaves_ordinary_solutions_and_widgets_clean():
                 "def softmax(x, dim=-1):\n    m = x.amax(dim=dim, keepdim=True)\n    e = torch.exp(x - m)\n"
                 "    out = e / e.sum(dim=dim, keepdim=True)\n    out[0] = out[0]\n    return out\n")
     assert audit([solution]) == []
+
+
