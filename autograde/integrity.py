@@ -71,7 +71,8 @@ _REFERENCE_PACKAGES = ("tfm_ref.", "autograde.")
 def _public_name(item: object) -> str:
     """The dotted name a student would write for ``item``, or its defining module's name for it."""
     qualname, short = getattr(item, "__qualname__", None), getattr(item, "__name__", None)
-    paths = [p for p in (qualname, short, short and short.removeprefix("special_")) if isinstance(p, str)]
+    # the plain name first: a builtin's qualified name goes through the C++ class that holds it
+    paths = [p for p in (short, short and short.removeprefix("special_"), qualname) if isinstance(p, str)]
     for namespace in _PUBLIC_NAMESPACES:
         for path in paths:
             found = sys.modules.get(namespace)
