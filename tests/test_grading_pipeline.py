@@ -143,6 +143,13 @@ def test_attacks_are_flagged(graded):
     assert "reads-files" in csv_rows["reads_solutions"]["flags"] or "dynamic-code" in csv_rows["reads_solutions"]["flags"]
 
 
+def test_a_borrowed_library_call_is_named_in_the_feedback_with_the_students_line(graded):
+    _, _, out, *_ = graded
+    page = _feedback(out, "borrows_torch")
+    assert "your code called torch.softmax" in page and "Your code called it here:" in page
+    assert "return torch.softmax(x, dim)" in page
+
+
 def test_sandbox_keeps_solutions_out_of_reach(graded):
     _, _, out, *_ = graded
     assert "ch01_attention.md" not in _feedback(out, "reads_solutions")
