@@ -167,9 +167,9 @@ class Exercise:
         for index, case in enumerate(cases):
             failure = _run_case(self, case, candidate, seed + 7919 * index)
             if failure is not None:
-                failing_uses = [] if failure.stub else _failing_uses(self, candidate, seed)
-                if failure.forbidden:  # only an earlier function that made the call is to blame for it
-                    failing_uses = [r for r in failing_uses if failure.called_through(r.exercise)]
+                # for a forbidden call, only an earlier function that made the call is to blame: check no other
+                suspects = [u for u in self.uses if not failure.forbidden or failure.called_through(u.name)]
+                failing_uses = [] if failure.stub else _failing_uses(suspects, candidate, seed)
                 message = failure.message(self, case, seed, hidden, reveal_fix, failing_uses)
                 return Report(self.name, False, failure.mistake, message, len(cases),
                               forbidden_call=failure.forbidden,
@@ -392,10 +392,10 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
     return failure
 
 
-def _failing_uses(exercise: Exercise, candidate: Candidate, seed: int) -> list[Report]:
-    """The earlier exercises this one calls whose student version fails its own visible check."""
+def _failing_uses(uses: Sequence[Exercise], candidate: Candidate, seed: int) -> list[Report]:
+    """Those of the earlier exercises ``uses`` whose student version fails its own visible check."""
     failing = []
-    for used in exercise.uses:
+    for used in uses:
         sibling = candidate.sibling(used)
         if sibling is not None:
             report = used.run(sibling, seed=seed)
