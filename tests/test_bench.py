@@ -72,6 +72,18 @@ def compiled(monkeypatch):
     return given
 
 
+def test_each_compiled_row_ends_the_compile_workers_after_its_warmup_and_before_its_clock(compiled, monkeypatch):
+    # from a warm compile cache the workers would still be starting while the row is timed
+    monkeypatch.setattr(bench, "stop_compile_workers", lambda: compiled.append("stop workers"))
+    real_clock = bench.time.perf_counter
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: compiled.append("clock") or real_clock())
+    bench.run(BenchConfig(**{**TINY, "compile": True, "attn_lengths": (16,)}), torch.device("cpu"))
+    stops = [i for i, event in enumerate(compiled) if event == "stop workers"]
+    assert len(stops) == 3  # tfm_ref, nn.Transformer, nn.Transformer with the compiled loss
+    assert all(compiled[i + 1] == "clock" for i in stops)
+    assert compiled.index("stop workers") > compiled.index("Transformer")  # not in the eager rows before
+
+
 def test_compiled_each_model_trains_its_own_way_and_nn_transformer_with_the_compiled_loss_too(compiled):
     results = bench.run(BenchConfig(**{**TINY, "compile": True, "attn_lengths": (16,)}), torch.device("cpu"))
     assert list(results["training"]) == ["tfm_ref_eager", "torch_eager", "tfm_ref_compiled", "torch_compiled",

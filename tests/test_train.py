@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import psutil
 import pytest
 import torch
 from cli_errors import BAD_INPUT_EITHER_CLI, error_line
@@ -33,6 +34,7 @@ from tfm_ref.train import (
     rng_state,
     token_loss_sum,
     train,
+    warm_up,
 )
 
 TINY = dict(d_model=64, n_heads=4, d_ff=128, n_decoder_layers=2)
@@ -183,6 +185,18 @@ def test_the_compile_warm_up_leaves_no_trace_in_the_run(monkeypatch):
     for a, b in zip(plain["model"].parameters(), warmed["model"].parameters(), strict=True):
         assert torch.equal(a, b)
     assert plain["summary"]["compile_seconds"] == 0.0 < warmed["summary"]["compile_seconds"]
+
+
+def test_the_compile_warm_up_ends_the_compile_workers_so_that_their_start_up_takes_no_cpu_from_training():
+    from torch._inductor.async_compile import AsyncCompile
+
+    def workers() -> list[psutil.Process]:
+        return [p for p in psutil.Process().children(recursive=True) if "compile_worker" in " ".join(p.cmdline())]
+
+    AsyncCompile.process_pool()  # what compiling GPU kernels starts; started by hand here, where none are compiled
+    assert workers()
+    warm_up(lambda batch: None, None, torch.nn.Linear(2, 2), torch.device("cpu"))
+    assert not workers()
 
 
 @pytest.mark.slow

@@ -52,7 +52,8 @@ from .attention import scaled_dot_product_attention, sdpa_attention
 from .cli import OneLineParser, SettingsError, check_writable_folder, pick_device
 from .config import TransformerConfig
 from .positional import sinusoidal_positional_encoding
-from .train import COMPILE_MODES, autocast, autocast_dtype, check_compile_mode, synchronize, token_loss_sum
+from .train import (COMPILE_MODES, autocast, autocast_dtype, check_compile_mode, stop_compile_workers, synchronize,
+                    token_loss_sum)
 from .transformer import Transformer
 
 __all__ = ["BenchConfig", "TorchTransformerLM", "training_flops", "peak_bf16_flops", "available_memory",
@@ -285,6 +286,8 @@ def bench_training(model: nn.Module, forward, cfg: BenchConfig, device: torch.de
     for _ in tqdm(range(cfg.warmup), desc=f"{desc} warmup", leave=False):
         step()
     synchronize(device)
+    if compile or compile_loss:
+        stop_compile_workers()  # from a warm cache they would still be starting, on the clock
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
