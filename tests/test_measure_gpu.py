@@ -76,7 +76,7 @@ def test_tfm_ref_alone_is_said_by_its_tokens_per_second(measure_gpu, tmp_path):
                                          measure_gpu.Budget(None), (0, 120))
     record = json.loads((tmp_path / "alone.json").read_text())
     assert headline == f"{record['summary']['tokens_per_s']:,.0f} tokens/s"  # a CPU has no MFU, alone no ratio
-    assert measure_gpu.BENCH_D1024_ARGS.endswith("--only-tfm-ref")
+    assert "--only-tfm-ref" in measure_gpu.BENCH_D1024_ARGS.split()
 
 
 @pytest.mark.slow
@@ -157,14 +157,16 @@ class _Clock:
         return self.now
 
 
-@pytest.mark.parametrize("budget, last_runs, d1024_says", [
-    # 540 - 150 - 290 - 80 s leaves 20 s: too few for anything more
-    (540, [], "20 s of the budget left, and it needs about 90 s"),
-    # 570 s leaves 50 s: too few for d_model 1024, enough for the other seeds
-    (570, [([("seed", 1), ("seed", 2)], 50)], "50 s of the budget left, and it needs about 90 s"),
+@pytest.mark.parametrize("budget, graphs_limit, runs_after_the_graphs, skipped", [
+    # the CUDA-graph bench gets the 275 s left; 395 - 60 - 60 - 200 s leaves 75 s: too few for d_model 1024
+    # (90), enough for the tests (60), which take 80: nothing is left for the default-mode bench
+    (395, 275, [("tests", 75)], {"bench-d1024": "75 s of the budget left, and it needs about 90 s",
+                            "bench": "0 s of the budget left, and it needs about 120 s"}),
+    # 620 s leaves 220 s after the graphs: d_model 1024 with its own limit, the tests with what is left
+    (620, 290, [("bench_d1024.json", 200), ("tests", 100)], {"bench": "20 s of the budget left, and it needs about 120 s"}),
 ])
 def test_with_a_budget_the_most_needed_runs_go_first_and_what_does_not_fit_is_skipped(
-        measure_gpu, tmp_path, monkeypatch, capsys, budget, last_runs, d1024_says):
+        measure_gpu, tmp_path, monkeypatch, capsys, budget, graphs_limit, runs_after_the_graphs, skipped):
     clock, calls = _Clock(), []
     monkeypatch.setattr(measure_gpu, "time", clock)
 
@@ -174,32 +176,35 @@ def test_with_a_budget_the_most_needed_runs_go_first_and_what_does_not_fit_is_sk
         return "measured"
 
     monkeypatch.setattr(measure_gpu, "measure_dates", lambda out, device, runs, recipe, record, budget: spend(
-        150, runs, budget.limit(measure_gpu.TIME_LIMITS["dates"])))
+        60, runs, budget.limit(measure_gpu.TIME_LIMITS["dates"])))
     monkeypatch.setattr(measure_gpu, "measure_bench", lambda out, device, args, name, budget, times: spend(
-        290, name, budget.limit(times)))
+        200, name, budget.limit(times)))
     monkeypatch.setattr(measure_gpu, "measure_tests", lambda out, budget: spend(
         80, "tests", budget.limit(measure_gpu.TIME_LIMITS["tests"])))
     status = measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--budget", str(budget)])
     assert status == 0
-    # the first seed and its baseline, then the bench, then the tests with what is left (budget - 150 - 290 s)
-    assert calls == [([("seed", 0), ("eager baseline", 0)], 150), ("bench.json", 290), ("tests", budget - 440),
-                     *last_runs]
+    # the first seed and its baseline, the other seeds (from the cache the first filled), the CUDA-graph bench,
+    # then what fits of the rest
+    assert calls == [([("seed", 0), ("eager baseline", 0)], 150), ([("seed", 1), ("seed", 2)], 150),
+                     ("bench_graphs.json", graphs_limit), *runs_after_the_graphs]
     table = capsys.readouterr().out.split("\npart")[-1].splitlines()[1:]
-    assert [row.split()[:2] for row in table] == [["dates", "done"], ["bench", "done"], ["tests", "done"],
-                                                  ["bench-d1024", "skipped"],
-                                                  ["dates,", "more"]]
-    assert table[3].endswith(d1024_says) and ("done" if last_runs else "skipped") in table[4]
+    names = ["dates", "dates, more seeds", "bench-graphs", "bench-d1024", "tests", "bench"]
+    assert [row[:18].strip() for row in table] == names
+    for name, row in zip(names, table):
+        status, said = row[18:].split(maxsplit=1)
+        assert status == ("skipped" if name in skipped else "done")
+        assert said.endswith(skipped[name]) if name in skipped else said.endswith("measured")
 
 
-def test_without_a_budget_every_run_gets_its_own_limit_and_the_other_seeds_come_last(measure_gpu, tmp_path,
-                                                                                      monkeypatch):
+def test_without_a_budget_every_run_gets_its_own_limit_and_the_other_seeds_follow_the_first(measure_gpu, tmp_path,
+                                                                                           monkeypatch):
     calls = []
     monkeypatch.setattr(measure_gpu, "measure_dates", lambda out, device, runs, *rest: calls.append(runs) or "")
     monkeypatch.setattr(measure_gpu, "measure_bench", lambda out, device, args, name, *rest: calls.append(name) or "")
     monkeypatch.setattr(measure_gpu, "measure_tests", lambda *args: calls.append("tests") or "")
     assert measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--seeds", "3", "4", "5"]) == 0
-    assert calls == [[("seed", 3), ("eager baseline", 3)], "bench.json", "tests", "bench_d1024.json",
-                     [("seed", 4), ("seed", 5)]]
+    assert calls == [[("seed", 3), ("eager baseline", 3)], [("seed", 4), ("seed", 5)], "bench_graphs.json",
+                     "bench_d1024.json", "tests", "bench.json"]
     assert measure_gpu.Budget(None).limit((120, 290)) == 290
 
 

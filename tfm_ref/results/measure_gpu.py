@@ -4,18 +4,21 @@
     python3 tfm_ref/results/measure_gpu.py --out runs/gpu --budget 540    # what fits in 9 minutes, most needed first
     python3 tfm_ref/results/measure_gpu.py --out runs/gpu bench           # one part
 
-The parts; their runs go in order of need (each target's figure, then the tests, then the other seeds):
+The parts; their runs go in order of need (what the recorded figures leave open first, then the tests,
+then the figure recorded twice already):
 
 * ``dates``: the date model with the recipe `DATE_RECIPE` (CUDA graphs, compiled before the clock),
-  one run per seed, each in a process of its own → ``date.json``, laid out as ``h100_date.json``
+  one run per seed, each in a process of its own → ``date.json``, laid out as ``h100_date_graphs.json``
   (the Training results page reads that layout). The first seed runs first, then the same recipe
-  uncompiled for that seed, as ``eager_baseline`` (timings compare only on the same machine); the
-  other seeds run after every other part.
+  uncompiled for that seed, as ``eager_baseline`` (timings compare only on the same machine), then the
+  other seeds, which find the compile cache the first one filled.
+* ``bench-graphs``: the base model against ``nn.Transformer``, both compiled into CUDA graphs
+  (`BENCH_GRAPHS_ARGS`) → ``bench_graphs.json``: the compiled step without the host's kernel launches.
+* ``bench-d1024``: tfm_ref alone at d_model 1024, 16 heads, d_ff 4096, for MFU, in CUDA graphs
+  (`BENCH_D1024_ARGS`) → ``bench_d1024.json``.
+* ``tests``: ``tests/test_gpu.py``, the fast paths against the readable ones → ``test_gpu.log``.
 * ``bench``: the base model against compiled ``nn.Transformer`` (`BENCH_ARGS`) → ``bench.json``,
   laid out as ``h100_bench.json``, and where tfm_ref's compiled step spends its time → ``bench_profile.txt``.
-* ``tests``: ``tests/test_gpu.py``, the fast paths against the readable ones → ``test_gpu.log``.
-* ``bench-d1024``: tfm_ref alone at d_model 1024, 16 heads, d_ff 4096, for MFU (`BENCH_D1024_ARGS`)
-  → ``bench_d1024.json``.
 
 Each run has a time limit (`TIME_LIMITS`), cut to what is left of ``--budget``; a run that would start
 with less than it needs is skipped, and a later, shorter one may still run. A run that fails, runs out
@@ -43,12 +46,15 @@ import torch
 DATE_RECIPE = ("--task dates --batch-size 2048 --lr 3e-3 --warmup 50 --steps 450 --eval-every 25 --eval-size 5000 "
                "--compile-mode reduce-overhead")
 BENCH_ARGS = "--steps 50 --profile {out}/bench_profile.txt"
-BENCH_D1024_ARGS = "--d-model 1024 --n-heads 16 --d-ff 4096 --steps 20 --attn-lengths 1024 --only-tfm-ref"
-PARTS = ("dates", "bench", "tests", "bench-d1024")
+BENCH_GRAPHS_ARGS = "--steps 50 --compile-mode reduce-overhead"
+BENCH_D1024_ARGS = ("--d-model 1024 --n-heads 16 --d-ff 4096 --steps 20 --attn-lengths 1024 --only-tfm-ref "
+                    "--compile-mode reduce-overhead")
+PARTS = ("dates", "bench-graphs", "bench-d1024", "tests", "bench")
 # Seconds each run (each date run on its own) may take: the least it needs, an estimate (compiling is most
 # of it; the first date run compiles on an empty cache, the other seeds find it warm), under which it is
 # skipped rather than started and cut off; and its limit.
-TIME_LIMITS = {"dates": (30, 150), "bench": (120, 290), "tests": (60, 180), "bench-d1024": (90, 200)}
+TIME_LIMITS = {"dates": (30, 150), "bench": (120, 290), "bench-graphs": (120, 290), "tests": (60, 180),
+               "bench-d1024": (90, 200)}
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -138,7 +144,7 @@ def measure_dates(out: Path, device: str, runs: list[tuple[str, int]], recipe: s
                   budget: Budget) -> str:
     """Add ``runs`` to ``record`` (from `new_date_record`), each in its own process: ("seed", seed) with
     the recipe, ("eager baseline", seed) with its `_uncompiled` form, each with its ``wall_seconds`` (the
-    whole command). The record, in the layout of ``h100_date.json``, is written after each run. A run
+    whole command). The record, in the layout of ``h100_date_graphs.json``, is written after each run. A run
     that fails does not stop the next: the baseline still runs where the compiled run failed.
     Returns what each run reached.
 
@@ -238,21 +244,27 @@ def main(argv: list[str] | None = None) -> int:
     budget, chosen = Budget(args.budget), args.parts or PARTS
     dates = new_date_record(args.device, args.recipe)
     first, *more = args.seeds
-    # (name, the part it belongs to, the job), the most needed first: each target's figure, then the tests,
-    # then what makes the figures surer
+    # (name, the part it belongs to, the job), the most needed first: what the recorded figures leave open
+    # (the date runs from a full compile cache, the compiled steps without the host's launches), then the
+    # tests, then the figure recorded twice already
     plan = [
         ("dates", "dates", lambda: measure_dates(args.out, args.device, [("seed", first), ("eager baseline", first)],
                                                  args.recipe, dates, budget)),
-        ("bench", "bench", lambda: measure_bench(args.out, args.device, BENCH_ARGS, "bench.json", budget,
-                                                 TIME_LIMITS["bench"])),
-        ("tests", "tests", lambda: measure_tests(args.out, budget)),
-        ("bench-d1024", "bench-d1024", lambda: measure_bench(args.out, args.device, BENCH_D1024_ARGS,
-                                                             "bench_d1024.json", budget, TIME_LIMITS["bench-d1024"])),
     ]
     if more:
         plan.append(("dates, more seeds", "dates", lambda: measure_dates(args.out, args.device,
                                                                          [("seed", s) for s in more], args.recipe,
                                                                          dates, budget)))
+    plan += [
+        ("bench-graphs", "bench-graphs", lambda: measure_bench(args.out, args.device, BENCH_GRAPHS_ARGS,
+                                                               "bench_graphs.json", budget,
+                                                               TIME_LIMITS["bench-graphs"])),
+        ("bench-d1024", "bench-d1024", lambda: measure_bench(args.out, args.device, BENCH_D1024_ARGS,
+                                                             "bench_d1024.json", budget, TIME_LIMITS["bench-d1024"])),
+        ("tests", "tests", lambda: measure_tests(args.out, budget)),
+        ("bench", "bench", lambda: measure_bench(args.out, args.device, BENCH_ARGS, "bench.json", budget,
+                                                 TIME_LIMITS["bench"])),
+    ]
     table, failed = [], False
     for name, part, job in plan:
         if part not in chosen:
