@@ -31,6 +31,9 @@ PRIVATE_USES = {
     "torch._scaled_dot_product_flash_attention": "autograde/exercises/ch09_efficient.py: an attention kernel",
     "torch._scaled_dot_product_flash_attention_for_cpu": "autograde/exercises/ch09_efficient.py: an attention kernel",
     "torch._scaled_dot_product_efficient_attention": "autograde/exercises/ch09_efficient.py: an attention kernel",
+    "torch._inductor.async_compile.shutdown_compile_workers":
+        "tfm_ref/train.py: compiling is over, its workers must not take the CPU from training "
+        "(tests/test_train.py starts a pool and sees it ended)",
 }
 # `torch.a._b.c` as an expression, and `from torch.a._b import c`
 _ATTRIBUTE = re.compile(r"\btorch(?:\.\w+)*\._(?!_)\w+(?:\.\w+)*")

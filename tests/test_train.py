@@ -190,8 +190,14 @@ def test_the_compile_warm_up_leaves_no_trace_in_the_run(monkeypatch):
 def test_the_compile_warm_up_ends_the_compile_workers_so_that_their_start_up_takes_no_cpu_from_training():
     from torch._inductor.async_compile import AsyncCompile
 
-    def workers() -> list[psutil.Process]:
-        return [p for p in psutil.Process().children(recursive=True) if "compile_worker" in " ".join(p.cmdline())]
+    def workers() -> list[str]:
+        found = []
+        for process in psutil.Process().children(recursive=True):
+            try:
+                found += [command for command in process.cmdline() if "compile_worker" in command]
+            except psutil.NoSuchProcess:  # one that ended while being listed
+                pass
+        return found
 
     AsyncCompile.process_pool()  # what compiling GPU kernels starts; started by hand here, where none are compiled
     assert workers()
