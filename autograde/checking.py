@@ -48,7 +48,7 @@ import torch
 from .adapters import Dims, FunctionAdapter, ModuleAdapter
 from .comparison import Tolerance, compare, same
 from .display import indent, show, show_named
-from .evaluation import CheckFailed, Outcome, evaluate
+from .evaluation import CheckFailed, Outcome, evaluate, flatten
 from .inputs import Call, randn, random_dims
 from .integrity import Forbid, ForbiddenCall, Snapshot
 
@@ -385,7 +385,7 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
         shrunk = _attempt(exercise, case, candidate, smaller, seed)
         if shrunk is not None and not shrunk.setup:
             if failure.hint is None:
-                _diagnose(exercise, case, shrunk, seed)
+                _diagnose(exercise, case, shrunk, seed, first=failure)
             else:
                 shrunk.mistake, shrunk.hint, shrunk.fix = failure.mistake, failure.hint, failure.fix
             return shrunk
@@ -408,18 +408,49 @@ def _size(dims: Dims) -> int:
     return math.prod(dims.values()) if dims else 0
 
 
-def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int) -> None:
-    """Name the catalogued mistake whose output (or exception) on the failing input is the student's."""
+def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int, first: _Failure | None = None) -> None:
+    """Name the catalogued mistake whose output (or exception) on the failing input is the student's.
+
+    ``first``: the larger input that failed first, where no mistake gave the student's output. On a
+    tiny input unrelated mistakes often give the same values, so a mistake is named here only where
+    the student's failure on ``first`` is of a kind that says more than values (`_failure_kind`: an
+    exception, or NaN and inf) and the mistake fails ``first`` in the same kind: NaN where a large
+    input puts them in other places than the mistake does, say.
+    """
     for mistake in exercise.mistakes:
-        try:
-            broken = LocalCandidate(mistake.impl, guarded=False).evaluate(
-                exercise, case, failure.call, failure.dims, seed, failure.weights)
-        except CheckFailed:
-            continue
+        broken = _outcome_of(mistake, exercise, case, failure, seed)
         # A mistake that is right on this input explains nothing.
-        if same(broken, failure.got, exercise.tolerance) and not same(broken, failure.expected, exercise.tolerance):
-            failure.mistake, failure.hint, failure.fix = mistake.name, mistake.hint, mistake.fix
-            return
+        if broken is None or not same(broken, failure.got, exercise.tolerance) \
+                or same(broken, failure.expected, exercise.tolerance):
+            continue
+        if first is not None:
+            kind = _failure_kind(first.expected, first.got)
+            there = _outcome_of(mistake, exercise, case, first, seed)
+            if kind is None or there is None or _failure_kind(first.expected, there) != kind:
+                continue
+        failure.mistake, failure.hint, failure.fix = mistake.name, mistake.hint, mistake.fix
+        return
+
+
+def _outcome_of(mistake: Mistake, exercise: Exercise, case: Case, failure: _Failure, seed: int) -> Outcome | None:
+    """What the catalogued ``mistake`` gives on ``failure``'s input; None if it cannot be built there."""
+    try:
+        return LocalCandidate(mistake.impl, guarded=False).evaluate(exercise, case, failure.call, failure.dims, seed,
+                                                                    failure.weights)
+    except CheckFailed:
+        return None
+
+
+def _failure_kind(expected: Outcome, got: Outcome) -> str | None:
+    """The kind of ``got``'s failure where its kind says more than its values: the exception it raised,
+    or "non-finite" (NaN or inf where ``expected`` is finite); None for wrong finite values."""
+    if got.error is not None:
+        return got.error_type
+    for e, g in zip(flatten(expected.output), flatten(got.output)):
+        if isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.shape == g.shape \
+                and e.is_floating_point() and g.is_floating_point() and bool((e.isfinite() & ~g.isfinite()).any()):
+            return "non-finite"
+    return None
 
 
 # --------------------------------------------------------------------------- registry and entry point

@@ -65,6 +65,18 @@ def test_a_tuple_outputs_items_are_shown_by_name_and_multi_line_values_stay_alig
     assert lines[expected + 1].startswith("    scaled = ") and lines[got + 1].startswith("    scaled = ")
 
 
+def test_a_mistake_that_gives_the_students_values_only_on_the_shrunk_input_is_not_named():
+    # right factor but on the first element, which is all a 1×1 input has: there it looks like "factor ignored"
+    def first_element_unscaled(x, factor=2.0):
+        scale = torch.full(x.shape, factor + 1.0, dtype=x.dtype)
+        scale.view(-1)[0] = 1.0
+        return x * scale
+
+    report = TOY.run(first_element_unscaled)
+    assert "Smallest failing input (N=1, M=1" in report.message
+    assert report.mistake is None and "Likely mistake" not in report.message
+
+
 def test_failure_only_on_large_inputs_is_shown_at_the_smallest_size_that_fails():
     report = TOY.run(lambda x, factor=2.0: x * factor if x.numel() < 20 else x)
     assert "(N=4, M=5" in report.message
