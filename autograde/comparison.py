@@ -36,6 +36,12 @@ def tolerance(dtype: torch.dtype, override: Tolerance = (None, None)) -> tuple[f
     return (rtol if override[0] is None else override[0], atol if override[1] is None else override[1])
 
 
+def _verb(what: str, singular: str, plural: str) -> str:
+    """The verb that agrees with ``what``: "the scores differ", "the loss of each step differs"."""
+    head = what.split(" of ")[0].split()[-1]
+    return plural if head.endswith("s") and not head.endswith("ss") else singular
+
+
 def difference(expected: Any, got: Any, override: Tolerance = (None, None), what: str = "output",
                names: Sequence[str] = ()) -> str | None:
     """None when ``got`` matches ``expected``; otherwise what differs, in words. ``names`` name the
@@ -44,21 +50,23 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
         if not isinstance(got, torch.Tensor):
             return f"the {what} should be a tensor, got {type(got).__name__}"
         if tuple(got.shape) != tuple(expected.shape):
-            return f"the {what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
+            return f"the {what} {_verb(what, 'has', 'have')} shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
         if got.dtype != expected.dtype:
             hard_coded = got.dtype == torch.float32 and expected.is_floating_point()
-            return (f"the {what} has dtype {got.dtype}, expected {expected.dtype}"
+            return (f"the {what} {_verb(what, 'has', 'have')} dtype {got.dtype}, expected {expected.dtype}"
                     + (" (keep the dtype of the inputs; do not hard-code float32)" if hard_coded else ""))
         if expected.dtype == torch.bool or not expected.is_floating_point():
-            return None if _equal(got, expected) else f"the {what} differs (exact comparison)"
+            return None if _equal(got, expected) else f"the {what} {_verb(what, 'differs', 'differ')} (exact comparison)"
         rtol, atol = tolerance(expected.dtype, override)
         if _allclose(got.double(), expected.double(), rtol=rtol, atol=atol, equal_nan=False):
             return None
         if not bool(_isfinite(got).all()) and bool(_isfinite(expected).all()):
-            return f"the {what} contains NaN or inf where the reference is finite"
+            return f"the {what} {_verb(what, 'contains', 'contain')} NaN or inf where the reference is finite"
+        if not expected.dim():  # one number: say both, as for a plain float
+            return f"the {what} {_verb(what, 'is', 'are')} {float(got):.6g}, expected {float(expected):.6g}"
         diff = (got.double() - expected.double()).abs().nan_to_num(math.inf)
-        where = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
-        return f"the {what} differs: largest difference {float(diff.max()):.3g} at index {where}"
+        where = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+        return f"the {what} {_verb(what, 'differs', 'differ')}: largest difference {float(diff.max()):.3g} at index {where}"
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
             return f"the {what} should be a {type(expected).__name__} of {len(expected)} items, got {brief(got)}"

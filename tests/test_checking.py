@@ -268,12 +268,22 @@ def test_items_of_a_tuple_output_are_named_and_a_deliberate_dtype_is_not_blamed_
     pair = Exercise(name="pair", reference=lambda x: (x, x.sum()), arg_names=("x",), output_names=("copy", "total"),
                     inputs=lambda gen, dims, dtype: Call(randn(gen, dims["N"], dtype=dtype)), shapes=[dict(N=3)],
                     visible=[Case("random")])
-    assert "the total differs" in pair.run(lambda x: (x, x.sum() + 1)).message
+    assert "the total is " in pair.run(lambda x: (x, x.sum() + 1)).message  # one number: both values said
     as_double = Exercise(name="table", reference=lambda n: torch.zeros(n, dtype=torch.float32), arg_names=("n",),
                          inputs=lambda gen, dims, dtype: Call(dims["N"]), shapes=[dict(N=3)], visible=[Case("three")])
     message = as_double.run(lambda n: torch.zeros(n, dtype=torch.float64)).message
     assert "dtype torch.float64, expected torch.float32." in message and "hard-code" not in message
     assert "do not hard-code float32" in TOY.run(lambda x, factor=2.0: (x * factor).float(), hidden=True).message
+
+
+def test_a_named_output_s_verb_agrees_with_its_name_and_a_single_number_is_said_with_both_values():
+    from autograde.comparison import difference
+
+    three, other = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 4.0])
+    assert difference(three, other, what="scores").startswith("the scores differ: largest difference 1 at index (2,)")
+    assert difference(three, other, what="loss of each step").startswith("the loss of each step differs:")
+    assert difference(three, other[:2], what="parents") == "the parents have shape (2,), expected (3,)"
+    assert difference(torch.tensor(0.6281), torch.tensor(0.5043)) == "the output is 0.5043, expected 0.6281"
 
 
 def test_a_number_returned_as_a_tensor_is_told_to_take_it_out_with_item():

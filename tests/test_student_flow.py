@@ -12,7 +12,7 @@ from autograde.release import release
 pytestmark = pytest.mark.slow
 
 A = "ch01_attention"
-UNSTABLE = "def softmax(x, dim=-1):\n    return x / x.sum(dim=0, keepdim=True)\n"
+WRONG_AXIS = "def softmax(x, dim=-1):\n    e = torch.exp(x - x.amax(dim=0, keepdim=True))\n    return e / e.sum(dim=0, keepdim=True)\n"
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_validate_says_it_ran_the_visible_checks_only(released):
 
 def test_a_failed_check_is_shown_whole_without_the_graders_frames(released):
     root, notebook = released
-    write_submission(root / "work", "you", A, solved_notebook(A, {"softmax": UNSTABLE}, root=root))
+    write_submission(root / "work", "you", A, solved_notebook(A, {"softmax": WRONG_AXIS}, root=root))
     shutil.copy(root / "work" / "you" / A / f"{A}.ipynb", notebook.parent / "wrong.ipynb")
     out = validate(notebook.parent, "wrong.ipynb")
     assert "VISIBLE CHECKS FAILED IN" in out
