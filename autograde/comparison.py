@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import permutations
 from typing import Any
 
 import torch
@@ -70,11 +71,14 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
             return f"the {what} should be a {type(expected).__name__} of {len(expected)} items, got {brief(got)}"
-        for i, (e, g) in enumerate(zip(expected, got)):
-            problem = difference(e, g, override, names[i] if i < len(names) else f"{what}[{i}]")
-            if problem:
-                return problem
-        return None
+        labels = [names[i] if i < len(names) else f"{what}[{i}]" for i in range(len(expected))]
+        problem = next(filter(None, (difference(e, g, override, label) for e, g, label in zip(expected, got, labels))),
+                       None)
+        if problem and len(expected) <= 4 and any(all(difference(e, got[j], override) is None
+                                                       for e, j in zip(expected, order))
+                                                   for order in permutations(range(len(got)))):
+            return f"the {what}'s items are right but in the wrong order: return ({', '.join(labels)})"
+        return problem
     if isinstance(got, torch.Tensor):  # `==` on a tensor is a tensor, not a verdict
         item = ": take the number out with .item()" if got.numel() == 1 else ""
         return f"the {what} should be a plain {type(expected).__name__}, got a tensor of shape {tuple(got.shape)}{item}"

@@ -286,6 +286,16 @@ def test_a_named_output_s_verb_agrees_with_its_name_and_a_single_number_is_said_
     assert difference(torch.tensor(0.6281), torch.tensor(0.5043)) == "the output is 0.5043, expected 0.6281"
 
 
+def test_a_tuple_with_the_right_items_in_another_order_is_told_the_order():
+    from autograde.comparison import difference
+
+    out, weights = torch.ones(2, 1), torch.zeros(2, 3)
+    assert difference((out, weights), (weights, out), names=("output", "weights")) == \
+        "the output's items are right but in the wrong order: return (output, weights)"
+    assert difference((out, weights), (weights, weights), names=("output", "weights")) == \
+        "the output has shape (2, 3), expected (2, 1)"  # not a reordering: the first difference, as before
+
+
 def test_a_number_returned_as_a_tensor_is_told_to_take_it_out_with_item():
     def as_tensor(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
         return torch.tensor(2 * n_layers * n_kv_heads * head_dim * seq_len * batch * bytes_per_elem)

@@ -21,7 +21,7 @@ import torch
 import tfm_ref
 
 from ..checking import Call, Case, Exercise, Mistake, ModuleAdapter, randn, random_dims
-from .ch01_attention import ATTENTION_LIBRARY, plain_softmax
+from .ch01_attention import ATTENTION_LIBRARY, ATTENTION_MISTAKES, MASK_MISTAKES, plain_softmax
 from .ch02_multihead import (
     MULTIHEAD_MISTAKES,
     BrokenMultiHeadAttention,
@@ -152,6 +152,21 @@ def _cross_nan_empty_source(x, memory, w_q, w_k, w_v, src_mask=None):
     return weights @ (memory @ w_v), weights
 
 
+def _in_cross_attention(mistake: Mistake) -> Mistake:
+    """Chapter 1's ``mistake``, made by a cross-attention that writes its attention step by hand."""
+    def cross_attention(x, memory, w_q, w_k, w_v, src_mask=None):
+        mask = None if src_mask is None else src_mask[:, None, :]  # (B, 1, S)
+        return mistake.impl(x @ w_q, memory @ w_k, memory @ w_v, mask, return_weights=True)
+    return Mistake(mistake.name, cross_attention, mistake.hint, mistake.fix)
+
+
+# not those named below in cross-attention's own terms: the scaling, the source mask ignored or inverted, NaN
+# for a source with no real token
+_NAMED_IN_CROSS_TERMS = {"missing scaling", "mask ignored", "mask polarity inverted", "NaN for fully masked rows"}
+CHAPTER_1_MISTAKES = [_in_cross_attention(m) for m in (*ATTENTION_MISTAKES, *MASK_MISTAKES)
+                      if m.name not in _NAMED_IN_CROSS_TERMS]
+
+
 CROSS_ATTENTION = Exercise(
     name="cross_attention",
     reference=cross_attention_reference,
@@ -205,8 +220,10 @@ CROSS_ATTENTION = Exercise(
         Mistake("missing scaling", _cross_no_scaling,
                 "the scores are not divided by √d_k before the softmax.",
                 "divide (x @ w_q) @ (memory @ w_k).transpose(-2, -1) by math.sqrt(w_q.shape[-1])."),
+        *CHAPTER_1_MISTAKES,
     ],
     forbidden=(cross_attention_reference, *ATTENTION_LIBRARY),
+    output_names=("output", "weights"),
     allowed=GIVEN_HELPERS,
 )
 
@@ -393,6 +410,7 @@ ENCODER_DECODER_MASKS = Exercise(
     ],
     forbidden=(encoder_decoder_masks_reference, *ATTENTION_LIBRARY),
     allowed=(tfm_ref.causal_mask, tfm_ref.padding_mask, tfm_ref.key_mask),
+    output_names=("self_mask", "cross_mask"),
 )
 
 EXERCISES = (CROSS_ATTENTION, CROSS_MULTIHEAD, ENCODER_DECODER_MASKS)
