@@ -249,8 +249,15 @@ class LocalCandidate(Candidate):
                  weights: dict[str, torch.Tensor] | None) -> Outcome:
         adapter = exercise.adapter
         guard = (lambda: Forbid(exercise.forbidden, allowed=exercise.allowed)) if self.guarded else None
-        return evaluate(lambda: adapter.candidate(self.impl, dims, weights, case.dtype), call, grad=case.grad,
-                        seed=seed, parameters=adapter.parameters, **({"guard": guard} if guard else {}))
+        outcome = evaluate(lambda: adapter.candidate(self.impl, dims, weights, case.dtype), call, grad=case.grad,
+                           seed=seed, parameters=adapter.parameters, **({"guard": guard} if guard else {}))
+        if outcome.changed:  # a right output from code that also spoils its caller's tensors is no pass
+            named = call.named(exercise.arg_names)
+            changed = " and ".join(f"`{named[i][0]}`" for i in outcome.changed)
+            raise CheckFailed(f"your code changed its input {changed} in place; the caller still needs it as it "
+                              "was. Compute into a new tensor (e.g. torch.cat, .clone(), or an out-of-place "
+                              "operation) instead of writing into the argument.")
+        return outcome
 
 
 # --------------------------------------------------------------------------- a case, shrunk and diagnosed

@@ -41,6 +41,7 @@ class Outcome:
     error: str | None = None  # "ValueError: the message"
     error_type: str | None = None
     trace: str = ""  # the traceback frames of the student's own code
+    changed: list[int] = field(default_factory=list)  # the arguments the call changed in place (`Call.changed_from`)
 
 
 def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
@@ -64,6 +65,7 @@ def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
             with guard():
                 output = built(*inputs.args, **inputs.kwargs)
         outcome.output = _detach(output)
+        outcome.changed = inputs.changed_from(call)
         if grad:
             outcome.grads = _gradients(output, inputs, parameters(built), seed)
     except CheckFailed:

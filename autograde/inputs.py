@@ -46,6 +46,22 @@ class Call:
     def tensors(self) -> list[torch.Tensor]:
         return [v for v in (*self.args, *self.kwargs.values()) if isinstance(v, torch.Tensor)]
 
+    def changed_from(self, original: Call) -> list[int]:
+        """The positions (in `named` order) of the tensor arguments that differ from ``original``'s,
+        of which this call is a `clone`: what a call changed in place."""
+        def changed(now: Any, before: Any) -> bool:
+            if not isinstance(now, torch.Tensor):
+                return False
+            if now.shape != before.shape or now.dtype != before.dtype:
+                return True
+            now, before = now.detach(), before.detach()
+            same = now == before
+            if now.is_floating_point() or now.is_complex():
+                same |= now.isnan() & before.isnan()
+            return not bool(same.all())
+        pairs = zip((*self.args, *self.kwargs.values()), (*original.args, *original.kwargs.values()))
+        return [i for i, (now, before) in enumerate(pairs) if changed(now, before)]
+
     def named(self, names: Sequence[str] = ()) -> list[tuple[str, Any]]:
         """(name, value) of every argument: positional ones by ``names`` (``arg0``… past them)."""
         positional = [(names[i] if i < len(names) else f"arg{i}", v) for i, v in enumerate(self.args)]

@@ -77,6 +77,12 @@ def test_a_mistake_that_gives_the_students_values_only_on_the_shrunk_input_is_no
     assert report.mistake is None and "Likely mistake" not in report.message
 
 
+def test_right_values_written_over_the_input_fail_and_name_the_input():
+    report = TOY.run(lambda x, factor=2.0: x.mul_(factor))
+    assert not report.passed
+    assert "your code changed its input `x` in place" in report.message
+
+
 def test_failure_only_on_large_inputs_is_shown_at_the_smallest_size_that_fails():
     report = TOY.run(lambda x, factor=2.0: x * factor if x.numel() < 20 else x)
     assert "(N=4, M=5" in report.message

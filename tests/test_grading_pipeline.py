@@ -65,6 +65,9 @@ def graded(tmp_path_factory):
     hostile = {
         "borrows_reference": {"softmax": "import tfm_ref\n\ndef softmax(x, dim=-1):\n    return tfm_ref.softmax(x, dim)"},
         "borrows_torch": {"softmax": "def softmax(x, dim=-1):\n    return torch.softmax(x, dim)"},
+        # the right values, written over its input
+        "overwrites_input": {"softmax": "def softmax(x, dim=-1):\n    x.sub_(x.amax(dim=dim, keepdim=True)).exp_()\n"
+                                        "    return x.div_(x.sum(dim=dim, keepdim=True))"},
         "patches_grader": {"softmax": "import autograde.checking, torch\ntorch.allclose = lambda *a, **k: True\n"
                                       "autograde.checking.check = lambda *a, **k: None\nautograde.check = lambda *a, **k: None\n"
                                       "def softmax(x, dim=-1):\n    return x"},
@@ -148,6 +151,13 @@ def test_a_borrowed_library_call_is_named_in_the_feedback_with_the_students_line
     page = _feedback(out, "borrows_torch")
     assert "your code called torch.softmax" in page and "Your code called it here:" in page
     assert "return torch.softmax(x, dim)" in page
+
+
+def test_right_values_written_over_the_input_earn_nothing_and_are_told_so(graded):
+    rows, _, out, *_ = graded
+    cells = next(r for r in rows if r["student_id"] == "overwrites_input")["cell_scores"]
+    assert cells["softmax_hidden"] == 0
+    assert "your code changed its input `x` in place" in _feedback(out, "overwrites_input")
 
 
 def test_sandbox_keeps_solutions_out_of_reach(graded):
