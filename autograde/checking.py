@@ -384,12 +384,15 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
         return None
     if failure.stub or failure.setup or failure.forbidden:
         return failure
-    # Diagnose on the input that failed, then show the smallest input that still fails.
+    # Diagnose on the input that failed, then show the smallest input that still fails, with the
+    # case's flags (keys the ladder lacks: pre=1 for Pre-Norm, say) kept.
     _diagnose(exercise, case, failure, seed)
+    sizes = {k for shape in exercise.shapes for k in shape}
+    flags = {k: v for k, v in dims.items() if k not in sizes}
     for smaller in exercise.shapes:
-        if _size(smaller) >= _size(dims):
+        if _size(smaller, sizes) >= _size(dims, sizes):
             break
-        shrunk = _attempt(exercise, case, candidate, smaller, seed)
+        shrunk = _attempt(exercise, case, candidate, {**smaller, **flags}, seed)
         if shrunk is not None and not shrunk.setup:
             if failure.hint is None:
                 _diagnose(exercise, case, shrunk, seed, first=failure)
@@ -411,8 +414,9 @@ def _failing_uses(uses: Sequence[Exercise], candidate: Candidate, seed: int) -> 
     return failing
 
 
-def _size(dims: Dims) -> int:
-    return math.prod(dims.values()) if dims else 0
+def _size(dims: Dims, sizes: set[str]) -> int:
+    """The product of the sizes (``sizes``: their keys) in ``dims``: how large an input is."""
+    return math.prod(dims[k] for k in sizes if k in dims) if dims else 0
 
 
 def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int, first: _Failure | None = None) -> None:

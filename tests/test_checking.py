@@ -83,6 +83,16 @@ def test_right_values_written_over_the_input_fail_and_name_the_input():
     assert "your code changed its input `x` in place" in report.message
 
 
+def test_a_case_s_flag_stays_on_its_shrunk_input():
+    def inputs(gen, dims, dtype):  # neg=1: a negative factor, a flag the size ladder does not have
+        return Call(randn(gen, dims["N"], dims["M"], dtype=dtype), factor=-2.0 if dims.get("neg") else 2.0)
+
+    flagged = Exercise(name="scale", reference=reference_scale, inputs=inputs, arg_names=("x",), shapes=TOY.shapes,
+                       visible=[Case("negative factor", dims=dict(N=4, M=5, neg=1))])
+    report = flagged.run(lambda x, factor=2.0: x * abs(factor))
+    assert "Smallest failing input (N=1, M=1, neg=1" in report.message
+
+
 def test_failure_only_on_large_inputs_is_shown_at_the_smallest_size_that_fails():
     report = TOY.run(lambda x, factor=2.0: x * factor if x.numel() < 20 else x)
     assert "(N=4, M=5" in report.message

@@ -130,7 +130,8 @@ class _EncoderOneAddNorm(tfm_ref.EncoderBlock):
         return residual(x, both, self.ffn_residual.norm, self.attn_residual.norm_first)
 
 
-_ENCODER_SHAPES = [dict(B=1, S=1, D=2, H=1, F=4), dict(B=1, S=2, D=4, H=2, F=8), dict(B=2, S=3, D=8, H=2, F=16),
+# from D = 4: at D = 2 a LayerNorm gives ±1 in every row, and different blocks look alike
+_ENCODER_SHAPES = [dict(B=1, S=1, D=4, H=1, F=8), dict(B=1, S=2, D=4, H=2, F=8), dict(B=2, S=3, D=8, H=2, F=16),
                    dict(B=2, S=5, D=16, H=4, F=32)]
 
 ENCODER_BLOCK = Exercise(
@@ -220,7 +221,7 @@ DECODER_BLOCK = Exercise(
     inputs=_decoder_inputs,
     arg_names=("x", "memory", "self_mask", "cross_mask"),
     # T = S in the ladder, so that attending to x instead of memory gives an output, not a shape error.
-    shapes=[dict(B=1, T=2, S=2, D=2, H=1, F=4), dict(B=2, T=3, S=3, D=4, H=2, F=8), dict(B=2, T=5, S=5, D=16, H=4, F=32)],
+    shapes=[dict(B=1, T=2, S=2, D=4, H=1, F=8), dict(B=2, T=3, S=3, D=4, H=2, F=8), dict(B=2, T=5, S=5, D=16, H=4, F=32)],
     visible=[Case("Post-Norm block: causal self-attention, padded source"),
              Case("Pre-Norm block (norm_first=True), T ≠ S", dims=dict(B=2, T=4, S=6, D=16, H=4, F=32, pre=1))],
     hidden=[
