@@ -40,7 +40,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -276,6 +276,7 @@ class _Failure:
     fix: str = ""
     stub: bool = False  # the student's function is the released stub (raises NotImplementedError)
     setup: bool = False  # the student's object could not be built or differentiated: no outputs to show
+    random: bool = False  # the student's output changes with the call's random seed, the reference's does not
 
     @property
     def forbidden(self) -> bool:
@@ -315,6 +316,11 @@ class _Failure:
                 lines.append(FIX_PREFIX + self.fix)  # folded behind a toggle on the feedback page
             elif self.fix:
                 lines.append("(Try again; if the same mistake fails again, the check shows how to fix it.)")
+        if self.random:
+            lines.append("Your output changes from one call to the next on this same input, and the reference's "
+                         "does not: something random is still on. Dropout, say: the check builds modules in eval "
+                         "mode, where `nn.Dropout` does nothing, but `F.dropout(x, p)` drops unless given "
+                         "`training=self.training`.")
         if self.forbidden:
             return "\n".join(lines + self._forbidden_details(exercise, failing_uses))
         if self.got.trace:
@@ -387,6 +393,8 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
     # Diagnose on the input that failed, then show the smallest input that still fails, with the
     # case's flags (keys the ladder lacks: pre=1 for Pre-Norm, say) kept.
     _diagnose(exercise, case, failure, seed)
+    if failure.hint is None and failure.got.error is None:
+        failure.random = _random_where_the_reference_is_not(exercise, case, candidate, failure, seed)
     sizes = {k for shape in exercise.shapes for k in shape}
     flags = {k: v for k, v in dims.items() if k not in sizes}
     for smaller in exercise.shapes:
@@ -398,8 +406,28 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
                 _diagnose(exercise, case, shrunk, seed, first=failure)
             else:
                 shrunk.mistake, shrunk.hint, shrunk.fix = failure.mistake, failure.hint, failure.fix
+            shrunk.random = failure.random
             return shrunk
     return failure
+
+
+def _random_where_the_reference_is_not(exercise: Exercise, case: Case, candidate: Candidate, failure: _Failure,
+                                       seed: int) -> bool:
+    """Does the student's output on ``failure``'s input change when the call draws other random numbers,
+    where the reference's does not (dropout left on, say)?"""
+    other = seed + 1
+    with _fork_rng(devices=[]):
+        _manual_seed(seed)
+        reference = exercise.adapter.reference(exercise.reference, failure.dims, case.dtype)
+    expected = evaluate(lambda: reference, failure.call, grad=False, seed=other, parameters=exercise.adapter.parameters)
+    if not same(expected, failure.expected, exercise.tolerance):
+        return False
+    try:
+        again = candidate.evaluate(exercise, replace(case, grad=False), failure.call, failure.dims, other,
+                                   failure.weights)
+    except CheckFailed:
+        return False
+    return again.error is None and not same(again, failure.got, exercise.tolerance)
 
 
 def _failing_uses(uses: Sequence[Exercise], candidate: Candidate, seed: int) -> list[Report]:

@@ -93,6 +93,13 @@ def test_a_case_s_flag_stays_on_its_shrunk_input():
     assert "Smallest failing input (N=1, M=1, neg=1" in report.message
 
 
+def test_an_output_that_changes_with_the_random_seed_is_told_something_random_is_on():
+    noisy = TOY.run(lambda x, factor=2.0: torch.nn.functional.dropout(x * factor, 0.5))  # dropout left on
+    assert "Your output changes from one call to the next on this same input" in noisy.message
+    wrong = TOY.run(lambda x, factor=2.0: x * factor + 1)  # wrong, but the same every time
+    assert "changes from one call to the next" not in wrong.message
+
+
 def test_failure_only_on_large_inputs_is_shown_at_the_smallest_size_that_fails():
     report = TOY.run(lambda x, factor=2.0: x * factor if x.numel() < 20 else x)
     assert "(N=4, M=5" in report.message
