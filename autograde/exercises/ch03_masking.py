@@ -179,6 +179,11 @@ def _padding_list_indexed(lengths, max_len):
     return positions[None, :] < lengths[:, None]  # a Python list cannot be indexed with [:, None]
 
 
+def _padding_on_the_left(lengths, max_len):
+    positions = torch.arange(max_len)  # (S,)
+    return positions[None, :] >= max_len - torch.as_tensor(lengths)[:, None]  # real tokens at the end
+
+
 def _padding_transposed(lengths, max_len):
     return tfm_ref.padding_mask(lengths, max_len).T  # (S, B)
 
@@ -211,6 +216,10 @@ PADDING_MASK = Exercise(
         Mistake("transposed (S, B)", _padding_transposed,
                 "the mask is (B, S), one row per sequence; yours has one row per position.",
                 "compare positions[None, :] (1, S) with lengths[:, None] (B, 1)."),
+        Mistake("real tokens at the end (left padding)", _padding_on_the_left,
+                "the batch is right-padded: each sequence's real tokens come first, at positions 0 … length − 1, "
+                "and its padding after them.",
+                "positions[None, :] < lengths[:, None], with positions = torch.arange(max_len)."),
     ],
 )
 

@@ -50,6 +50,11 @@ class _NoActivation(tfm_ref.FeedForward):
         return self.down_proj(self.up_proj(x))
 
 
+class _ActivationOnInput(tfm_ref.FeedForward):
+    def forward(self, x):
+        return self.down_proj(self.up_proj(tfm_ref.feedforward.ACTIVATIONS[self.activation](x)))
+
+
 class _AlwaysRelu(tfm_ref.FeedForward):
     def forward(self, x):
         return self.down_proj(F.relu(self.up_proj(x)))
@@ -88,6 +93,10 @@ FEED_FORWARD = Exercise(
         Mistake("an extra activation after the second linear", _ExtraActivation,
                 "the activation is applied once, to the hidden layer only; yours also goes over the output.",
                 "down_proj(act(up_proj(x))), with nothing after down_proj."),
+        Mistake("activation on the input", _ActivationOnInput,
+                "the activation goes on the hidden layer, after the first linear map; on the input it clips x "
+                "itself, and the two linear maps still collapse into one.",
+                "down_proj(act(up_proj(x)))."),
         Mistake("no activation", _NoActivation,
                 "without the nonlinearity the two linear maps collapse into one linear map.",
                 "apply the activation to the hidden layer: down_proj(act(up_proj(x)))."),

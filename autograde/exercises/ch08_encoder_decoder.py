@@ -37,6 +37,7 @@ from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
 from ._modules import PerturbedModuleAdapter, functions_of
 from .ch07_norms import (
     _res_always_post,
+    _res_always_pre,
     _res_from_normalised,
     _res_no_residual,
     _res_norm_sublayer_only,
@@ -101,6 +102,10 @@ def _encoder_with(connect, *, use_mask: bool = True, inverted_mask: bool = False
 
 
 _BLOCK_MISTAKES = dict(
+    pre_only=("norm_first ignored (always Pre-Norm)",
+              "with norm_first=False (the default, the 2017 paper's Post-Norm) each sublayer's sum is normalised: "
+              "norm(x + sublayer(x)); yours normalises the sublayer's input in both cases.",
+              "in Residual.forward: return self.norm(x + self.dropout(sublayer(x))) unless self.norm_first."),
     post_only=("norm_first ignored (always Post-Norm)",
                "with norm_first=True every sublayer normalises its own input (Pre-Norm); yours normalise the sums.",
                "in Residual.forward: if self.norm_first: return x + self.dropout(sublayer(self.norm(x)))."),
@@ -161,6 +166,7 @@ ENCODER_BLOCK = Exercise(
                 "the padding only.",
                 "pass the mask as it is: self.self_attn(h, mask=mask), not mask=~mask."),
         _named("post_only", _encoder_with(_res_always_post)),
+        _named("pre_only", _encoder_with(_res_always_pre)),
         _named("pre_from_norm", _encoder_with(_res_from_normalised)),
         _named("norm_inside", _encoder_with(_res_norm_sublayer_only)),
         _named("no_residual", _encoder_with(_res_no_residual)),
@@ -260,6 +266,7 @@ DECODER_BLOCK = Exercise(
                 "the order is masked self-attention, cross-attention, then FFN; yours puts the FFN second.",
                 "self_residual, cross_residual, then ffn_residual."),
         _named("post_only", _decoder_with(_res_always_post)),
+        _named("pre_only", _decoder_with(_res_always_pre)),
         _named("pre_from_norm", _decoder_with(_res_from_normalised)),
         _named("norm_inside", _decoder_with(_res_norm_sublayer_only)),
         _named("no_residual", _decoder_with(_res_no_residual)),
@@ -428,6 +435,11 @@ def _noam_max(step, d_model, warmup):
     return d_model**-0.5 * max(step**-0.5, step * warmup**-1.5)
 
 
+def _noam_step_plus_one(step, d_model, warmup):
+    step = step + 1  # as if the step counted from 0
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
 def _noam_no_width(step, d_model, warmup):
     return min(step**-0.5, step * warmup**-1.5)
 
@@ -464,6 +476,9 @@ NOAM = Exercise(
                 "the schedule is the smaller of the two terms: the warmup line while step < warmup, then the "
                 "decay; the larger one never warms up.",
                 "min(step ** -0.5, step * warmup ** -1.5)."),
+        Mistake("step counted from 0 (step + 1)", _noam_step_plus_one,
+                "step already counts from 1, the first update; adding 1 moves the whole schedule one step on.",
+                "use step as it is given."),
         Mistake("missing d_model^−0.5", _noam_no_width,
                 "the whole schedule is scaled by d_model^−0.5 (smaller steps for wider models); yours is not.",
                 "multiply by d_model ** -0.5."),
@@ -524,6 +539,19 @@ def _loss_no_smoothing(logits, target, smoothing=0.1, ignore_index=PAD):
     return loss[real].mean()
 
 
+def _loss_annotated_transformer(logits, target, smoothing=0.1, ignore_index=PAD):
+    # The Annotated Transformer's target: ε/(V − 2) on the classes that are neither correct nor padding
+    loss, real = _smoothed_terms(logits, target, smoothing, ignore_index, off_value=smoothing / (logits.shape[-1] - 2))
+    log_probs = logits.log_softmax(dim=-1)
+    loss = loss + smoothing / (logits.shape[-1] - 2) * log_probs[..., ignore_index]  # its padding column zeroed
+    return loss[real].mean()
+
+
+def _loss_raw_logits(logits, target, smoothing=0.1, ignore_index=PAD):
+    loss, real = _smoothed_terms(logits, target, smoothing, ignore_index, log_probs=logits)
+    return loss[real].mean()
+
+
 def _loss_log_of_softmax(logits, target, smoothing=0.1, ignore_index=PAD):
     probs = tfm_ref.softmax(logits, dim=-1)  # (B, T, V); underflows to 0 for very unlikely classes
     loss, real = _smoothed_terms(logits, target, smoothing, ignore_index, log_probs=torch.log(probs))
@@ -551,6 +579,16 @@ LABEL_SMOOTHING = Exercise(
                 "in this course (and in PyTorch's label_smoothing) ε/V goes to every class, the correct one "
                 "included; you spread ε over the V − 1 others.",
                 "q = (1 − ε)·one-hot + ε/V: the correct class gets 1 − ε + ε/V."),
+        Mistake("ε/(V−2) with the padding class zeroed (The Annotated Transformer)", _loss_annotated_transformer,
+                "The Annotated Transformer spreads ε over the V − 2 classes that are neither correct nor padding, "
+                "and gives the padding class 0; here, as in PyTorch's label_smoothing, ε/V goes to every class, "
+                "the correct one and the padding class included.",
+                "q = (1 − ε)·one-hot + ε/V over all V classes; ignore_index only drops whole positions from the "
+                "mean."),
+        Mistake("raw logits instead of log-probabilities", _loss_raw_logits,
+                "cross-entropy weighs the log-probabilities, log_softmax of the logits; with the logits themselves "
+                "the loss can even come out negative, which a cross-entropy never is.",
+                "log_probs = logits.log_softmax(dim=-1), then −(q · log_probs).sum(-1)."),
         Mistake("padding positions counted", _loss_padding_counted,
                 "positions whose target is ignore_index (padding) add nothing to the loss; yours count them.",
                 "real = target != ignore_index; average the loss over the real positions only."),
