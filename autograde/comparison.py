@@ -51,13 +51,15 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
         if not isinstance(got, torch.Tensor):
             return f"the {what} should be a tensor, got {type(got).__name__}"
         if tuple(got.shape) != tuple(expected.shape):
-            return f"the {what} {_verb(what, 'has', 'have')} shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
+            return (f"the {what} {_verb(what, 'has', 'have')} shape {tuple(got.shape)}, "
+                    f"expected {tuple(expected.shape)}")
         if got.dtype != expected.dtype:
             hard_coded = got.dtype == torch.float32 and expected.is_floating_point()
             return (f"the {what} {_verb(what, 'has', 'have')} dtype {got.dtype}, expected {expected.dtype}"
                     + (" (keep the dtype of the inputs; do not hard-code float32)" if hard_coded else ""))
         if expected.dtype == torch.bool or not expected.is_floating_point():
-            return None if _equal(got, expected) else f"the {what} {_verb(what, 'differs', 'differ')} (exact comparison)"
+            differs = _verb(what, "differs", "differ")
+            return None if _equal(got, expected) else f"the {what} {differs} (exact comparison)"
         rtol, atol = tolerance(expected.dtype, override)
         if _allclose(got.double(), expected.double(), rtol=rtol, atol=atol, equal_nan=False):
             return None
@@ -67,7 +69,8 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
             return f"the {what} {_verb(what, 'is', 'are')} {float(got):.6g}, expected {float(expected):.6g}"
         diff = (got.double() - expected.double()).abs().nan_to_num(math.inf)
         where = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
-        return f"the {what} {_verb(what, 'differs', 'differ')}: largest difference {float(diff.max()):.3g} at index {where}"
+        return (f"the {what} {_verb(what, 'differs', 'differ')}: largest difference {float(diff.max()):.3g} "
+                f"at index {where}")
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
             return f"the {what} should be a {type(expected).__name__} of {len(expected)} items, got {brief(got)}"
