@@ -456,6 +456,7 @@ def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int, firs
     exception, or NaN and inf) and the mistake fails ``first`` in the same kind: NaN where a large
     input puts them in other places than the mistake does, say.
     """
+    found = []
     for mistake in exercise.mistakes:
         broken = _outcome_of(mistake, exercise, case, failure, seed)
         # A mistake that is right on this input explains nothing.
@@ -467,8 +468,13 @@ def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int, firs
             there = _outcome_of(mistake, exercise, case, first, seed)
             if kind is None or there is None or _failure_kind(first.expected, there) != kind:
                 continue
+        found.append(mistake)
+        if failure.got.error is None:  # values: the first in the catalogue's order, the likelier one
+            break
+    # An exception that several mistakes raise alike (the check's own "use the cache" error, say) names none of them.
+    if len(found) == 1 or (found and failure.got.error is None):
+        mistake = found[0]
         failure.mistake, failure.hint, failure.fix = mistake.name, mistake.hint, mistake.fix
-        return
 
 
 def _outcome_of(mistake: Mistake, exercise: Exercise, case: Case, failure: _Failure, seed: int) -> Outcome | None:

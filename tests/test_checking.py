@@ -100,6 +100,19 @@ def test_an_output_that_changes_with_the_random_seed_is_told_something_random_is
     assert "changes from one call to the next" not in wrong.message
 
 
+def test_an_exception_that_two_mistakes_raise_alike_names_neither():
+    def refuses(x, factor=2.0):
+        raise ValueError("this check's input is 2-D")
+
+    twins = Exercise(name="scale", reference=reference_scale, inputs=_inputs, arg_names=("x",), shapes=TOY.shapes,
+                     visible=[Case("random")],
+                     mistakes=[Mistake("one way to get here", refuses, "first."),
+                               Mistake("another way to get here", refuses, "second.")])
+    report = twins.run(refuses)
+    assert "your code raised ValueError: this check's input is 2-D" in report.message
+    assert report.mistake is None and "Likely mistake" not in report.message
+
+
 def test_failure_only_on_large_inputs_is_shown_at_the_smallest_size_that_fails():
     report = TOY.run(lambda x, factor=2.0: x * factor if x.numel() < 20 else x)
     assert "(N=4, M=5" in report.message
