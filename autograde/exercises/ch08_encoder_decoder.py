@@ -195,6 +195,11 @@ def _decoder_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(x, memory, tfm_ref.causal_mask(dims["T"]), _padding(gen, dims["B"], dims["S"]))
 
 
+class _DecoderMasksSwapped(tfm_ref.DecoderBlock):
+    def forward(self, x, memory=None, self_mask=None, cross_mask=None):
+        return super().forward(x, memory, cross_mask, self_mask)
+
+
 def _decoder_with(connect, *, causal: bool = True, source_mask: bool = True, inverted_source_mask: bool = False,
                   cross_to_x: bool = False, norm_memory: bool = False, ffn_before_cross: bool = False,
                   queries_from_input: bool = False) -> type:
@@ -239,6 +244,10 @@ DECODER_BLOCK = Exercise(
              grad=True),
     ],
     mistakes=[
+        Mistake("self_mask and cross_mask swapped", _DecoderMasksSwapped,
+                "the look-ahead self_mask (T × T) belongs to the masked self-attention, the source padding "
+                "cross_mask (T × S) to the cross-attention; yours gives each attention the other's mask.",
+                "self_attn(h, mask=self_mask), cross_attn(h, memory, mask=cross_mask)."),
         Mistake("causal mask ignored in self-attention", _decoder_with(residual, causal=False),
                 "the decoder's self-attention must not see later target positions; self_mask does not reach it.",
                 "lambda h: self.self_attn(h, mask=self_mask)."),
@@ -534,6 +543,11 @@ def _loss_sum(logits, target, smoothing=0.1, ignore_index=PAD):
     return loss[real].sum()
 
 
+def _loss_per_sequence(logits, target, smoothing=0.1, ignore_index=PAD):
+    loss, real = _smoothed_terms(logits, target, smoothing, ignore_index)
+    return loss[real].sum() / target.shape[0]
+
+
 def _loss_no_smoothing(logits, target, smoothing=0.1, ignore_index=PAD):
     loss, real = _smoothed_terms(logits, target, 0.0, ignore_index)
     return loss[real].mean()
@@ -598,6 +612,10 @@ LABEL_SMOOTHING = Exercise(
         Mistake("summed instead of averaged", _loss_sum,
                 "the loss is the mean over the real positions (F.cross_entropy's default reduction), not the sum.",
                 "divide the sum by real.sum()."),
+        Mistake("divided by the batch size", _loss_per_sequence,
+                "the mean is over the real target tokens, not over the sequences: divided by the batch size, the "
+                "loss is per sequence and grows with the length.",
+                "loss[real].mean(), that is loss.sum() over the real positions / real.sum()."),
         Mistake("smoothing ignored", _loss_no_smoothing,
                 "the `smoothing` argument ε is not used: your target is the plain one-hot.",
                 "the target puts 1 − ε + ε/V on the correct class and ε/V elsewhere: "
