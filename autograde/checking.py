@@ -355,13 +355,18 @@ def gradient_names(exercise: Exercise, call: Call, weights: dict[str, torch.Tens
                                           if (weights[n].is_floating_point())]
 
 
+def _reference(exercise: Exercise, dims: Dims, dtype: torch.dtype, seed: int) -> Any:
+    """The reference function, or its module built (and initialised) under ``seed``."""
+    with _fork_rng(devices=[]):
+        _manual_seed(seed)
+        return exercise.adapter.reference(exercise.reference, dims, dtype)
+
+
 def _attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, seed: int) -> _Failure | None:
     gen = torch.Generator().manual_seed(seed)
     call = (case.inputs or exercise.inputs)(gen, dims, case.dtype)
     adapter = exercise.adapter
-    with _fork_rng(devices=[]):
-        _manual_seed(seed)
-        reference = adapter.reference(exercise.reference, dims, case.dtype)
+    reference = _reference(exercise, dims, case.dtype, seed)
     weights = adapter.weights(reference)
     expected = evaluate(lambda: reference, call, grad=case.grad, seed=seed, parameters=adapter.parameters)
     if expected.error is not None:
@@ -416,9 +421,7 @@ def _random_where_the_reference_is_not(exercise: Exercise, case: Case, candidate
     """Does the student's output on ``failure``'s input change when the call draws other random numbers,
     where the reference's does not (dropout left on, say)?"""
     other = seed + 1
-    with _fork_rng(devices=[]):
-        _manual_seed(seed)
-        reference = exercise.adapter.reference(exercise.reference, failure.dims, case.dtype)
+    reference = _reference(exercise, failure.dims, case.dtype, seed)
     expected = evaluate(lambda: reference, failure.call, grad=False, seed=other, parameters=exercise.adapter.parameters)
     if not same(expected, failure.expected, exercise.tolerance):
         return False
@@ -456,6 +459,9 @@ def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int, firs
     exception, or NaN and inf) and the mistake fails ``first`` in the same kind: NaN where a large
     input puts them in other places than the mistake does, say.
     """
+    kind = None if first is None else _failure_kind(first.expected, first.got)
+    if first is not None and kind is None:  # wrong values alone on the first input: nothing to name here
+        return
     found = []
     for mistake in exercise.mistakes:
         broken = _outcome_of(mistake, exercise, case, failure, seed)
@@ -464,9 +470,8 @@ def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int, firs
                 or same(broken, failure.expected, exercise.tolerance):
             continue
         if first is not None:
-            kind = _failure_kind(first.expected, first.got)
             there = _outcome_of(mistake, exercise, case, first, seed)
-            if kind is None or there is None or _failure_kind(first.expected, there) != kind:
+            if there is None or _failure_kind(first.expected, there) != kind:
                 continue
         found.append(mistake)
         if failure.got.error is None:  # values: the first in the catalogue's order, the likelier one

@@ -235,8 +235,8 @@ TILED_ATTENTION = Exercise(
         Case("tiles of 1", dims=dict(B=2, H=2, T=4, S=6, Dk=4, Dv=3, QT=1, KT=1)),
         Case("tiles longer than the sequence", dims=dict(B=2, H=2, T=4, S=6, Dk=4, Dv=3, QT=8, KT=9)),
         # Before the masks: exp without the maximum fails fully masked rows too, and the overflow names it.
-        # in float64: exp still overflows without the maximum (scores in the thousands), while float32's
-        # rounding of such scores would part two right answers by more than the tolerance
+        # In float64, where exp still overflows without the maximum (scores in the thousands), while float32's
+        # rounding of such scores would part two right answers by more than the tolerance.
         Case("huge logits", dtype=torch.float64,
              inputs=lambda gen, dims, dtype: _tiled_inputs()(gen, dims, dtype).scaled(30.0)),
         Case("causal mask, T < S (aligned to the end)", inputs=_tiled_inputs("causal"),
