@@ -85,6 +85,8 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
     if isinstance(got, torch.Tensor):  # `==` on a tensor is a tensor, not a verdict
         item = ": take the number out with .item()" if got.numel() == 1 else ""
         return f"the {what} should be a plain {type(expected).__name__}, got a tensor of shape {tuple(got.shape)}{item}"
+    if type(expected) is int and isinstance(got, float):  # a count is an int; a float there comes from 2.0 * … or / for //
+        return f"the {what} should be a whole number (an int), got the float {got!r}; expected {expected}"
     if isinstance(expected, float) and isinstance(got, (int, float)):
         return None if math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9) else f"the {what} is {got}, expected {expected}"
     return None if got == expected else f"the {what} is {brief(got)}, expected {brief(expected)}"
