@@ -64,7 +64,8 @@ class ModuleAdapter:
         module = candidate(**kwargs)
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"{candidate!r} should build an nn.Module, got {type(module).__name__}")
-        problems = _parameter_problems(dict(module.state_dict()), weights or {}, kwargs)
+        buffers = {name for name, _ in module.named_buffers()}
+        problems = _parameter_problems(dict(module.state_dict()), weights or {}, kwargs, buffers)
         if problems:
             raise CheckFailed("your module's parameters do not match tfm_ref's, so the reference weights cannot "
                               "be loaded into it:\n" + "\n".join(f"  ✗ {p}" for p in problems))
@@ -75,9 +76,11 @@ class ModuleAdapter:
         return [p for _, p in sorted(built.named_parameters())]
 
 
-def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], kwargs: dict) -> list[str]:
+def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], kwargs: dict,
+                        buffers: set[str] = frozenset()) -> list[str]:
     """What is wrong with the student's parameters, in words: biases that should or should not
-    be there, other names missing or unexpected, shapes that differ."""
+    be there, saved buffers tfm_ref does not save (``buffers``: the student's buffer names), other
+    names missing or unexpected, shapes that differ."""
     problems = []
     missing, unexpected = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
     bias = f" (it is built with bias={kwargs['bias']})" if "bias" in kwargs else ""
@@ -91,6 +94,10 @@ def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.
         if name.endswith(".bias") and f"{owner}.weight" in got:
             problems.append(f"your `{owner}` has no bias, and tfm_ref's has one{bias}")
             missing.remove(name)
+    for name in [n for n in unexpected if n in buffers]:
+        problems.append(f"your buffer `{name}` is saved with the weights, and tfm_ref saves no such buffer: "
+                        f"register it with persistent=False, or make it in forward")
+        unexpected.remove(name)
     if missing:
         problems.append(f"missing (name them as tfm_ref does): {', '.join(missing)}")
     if unexpected:
