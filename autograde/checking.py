@@ -121,6 +121,8 @@ class Exercise:
         uses: earlier exercises of the chapter whose function the student's solution calls;
             when this check fails and one of those fails its own check, the message says so.
         output_names: what each item of a tuple output is, in messages (``("output", "weights")``).
+        offsets: keys of ``shapes`` that place the input rather than size it (``O``, the positions
+            already decoded): shrinking sets them too, but an offset of 0 is not a small input.
     """
 
     name: str
@@ -139,6 +141,7 @@ class Exercise:
     key: str = ""
     uses: Sequence[Exercise] = ()
     output_names: Sequence[str] = ()
+    offsets: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -393,24 +396,27 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
     failure = _attempt(exercise, case, candidate, dims, seed)
     if failure is None:
         return None
-    if failure.stub or failure.setup or failure.forbidden:
+    if failure.stub or failure.forbidden:
         return failure
     # Diagnose on the input that failed, then show the smallest input that still fails, with the
-    # case's flags (keys the ladder lacks: pre=1 for Pre-Norm, say) kept.
-    _diagnose(exercise, case, failure, seed)
-    if failure.hint is None and failure.got.error is None:
-        failure.random = _random_where_the_reference_is_not(exercise, case, candidate, failure, seed)
-    sizes = {k for shape in exercise.shapes for k in shape}
-    flags = {k: v for k, v in dims.items() if k not in sizes}
+    # case's flags (keys the ladder lacks: pre=1 for Pre-Norm, say) kept. A module that cannot be
+    # built is shown at the smallest size where it still cannot be: its parameters read best there.
+    if not failure.setup:
+        _diagnose(exercise, case, failure, seed)
+        if failure.hint is None and failure.got.error is None:
+            failure.random = _random_where_the_reference_is_not(exercise, case, candidate, failure, seed)
+    ladder = {k for shape in exercise.shapes for k in shape}
+    flags = {k: v for k, v in dims.items() if k not in ladder}
+    sizes = ladder - set(exercise.offsets)
     for smaller in exercise.shapes:
         if _size(smaller, sizes) >= _size(dims, sizes):
             break
         shrunk = _attempt(exercise, case, candidate, {**smaller, **flags}, seed)
-        if shrunk is not None and not shrunk.setup:
-            if failure.hint is None:
-                _diagnose(exercise, case, shrunk, seed, first=failure)
-            else:
+        if shrunk is not None and shrunk.setup == failure.setup:
+            if failure.hint is not None:
                 shrunk.mistake, shrunk.hint, shrunk.fix = failure.mistake, failure.hint, failure.fix
+            elif not failure.setup:
+                _diagnose(exercise, case, shrunk, seed, first=failure)
             shrunk.random = failure.random
             return shrunk
     return failure

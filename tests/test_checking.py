@@ -203,7 +203,8 @@ def test_module_with_other_parameter_names_is_told_the_tfm_ref_names():
     report = MODULE_TOY.run(_Renamed)
     assert not report.passed and "check 'random' failed" in report.message
     assert "missing (name them as tfm_ref does): proj.bias, proj.weight" in report.message
-    assert "not in tfm_ref: linear.bias, linear.weight" in report.message and "built as Proj(d=4)" in report.message
+    assert "not in tfm_ref: linear.bias, linear.weight" in report.message
+    assert "Smallest failing input (D=2;" in report.message and "built as Proj(d=2)" in report.message  # shrunk
 
 
 class _NoBias(torch.nn.Module):
@@ -229,7 +230,7 @@ def test_a_bias_that_should_not_be_there_and_a_wrong_shape_are_said_in_words():
     report = no_bias.run(_NoBias)
     assert "✗ your `proj` has a bias, and tfm_ref's has none (it is built with bias=False)" in report.message
     wide = MODULE_TOY.run(_Wide)
-    assert "your `proj.weight` has shape (8, 4), tfm_ref's (4, 4)" in wide.message
+    assert "your `proj.weight` has shape (4, 2), tfm_ref's (2, 2)" in wide.message  # at the smallest size
 
 
 class _RefBias(torch.nn.Module):
@@ -339,3 +340,56 @@ def test_a_number_returned_as_a_tensor_is_told_to_take_it_out_with_item():
     report = get_exercise("ch02_multihead.kv_cache_bytes").run(as_tensor)
     assert not report.passed
     assert "should be a plain int, got a tensor of shape (): take the number out with .item()" in report.message
+
+
+def test_a_count_returned_as_a_float_is_told_to_return_an_int():
+    def as_float(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
+        return 2.0 * n_layers * n_kv_heads * head_dim * seq_len * batch * bytes_per_elem
+
+    report = get_exercise("ch02_multihead.kv_cache_bytes").run(as_float)
+    assert not report.passed
+    assert "should be a whole number (an int), got the float" in report.message
+
+
+class _SavesPositions(_Ref):
+    """Right values, with a position table saved beside the weights (a Hugging Face habit)."""
+
+    def __init__(self, d):
+        super().__init__(d)
+        self.register_buffer("position_ids", torch.arange(d))
+
+
+def test_a_saved_buffer_the_reference_lacks_is_named_a_buffer_with_the_fix():
+    report = MODULE_TOY.run(_SavesPositions)
+    assert not report.passed
+    assert "your buffer `position_ids` is saved with the weights, and tfm_ref saves no such buffer: " \
+           "register it with persistent=False" in report.message
+    assert "not in tfm_ref" not in report.message
+
+    class NotSaved(_Ref):
+        def __init__(self, d):
+            super().__init__(d)
+            self.register_buffer("position_ids", torch.arange(d), persistent=False)
+
+    assert MODULE_TOY.run(NotSaved, guarded=False).passed
+
+
+def _offset_inputs(gen, dims, dtype):
+    return Call(randn(gen, dims["N"], dtype=dtype), dims["O"])
+
+
+def _add_offset(x, offset):
+    return x + offset
+
+
+def test_a_failure_at_offset_zero_is_still_shrunk_when_the_offset_places_the_input():
+    def wrong_everywhere(x, offset):
+        return x + offset + 1
+
+    def exercise(**extra):
+        return Exercise(name="shift", reference=_add_offset, inputs=_offset_inputs, arg_names=("x", "offset"),
+                        shapes=[dict(N=1, O=1), dict(N=3, O=2)], visible=[Case("offset 0", dims=dict(N=5, O=0))],
+                        **extra)
+
+    assert "Smallest failing input (N=5, O=0" in exercise().run(wrong_everywhere, guarded=False).message
+    assert "Smallest failing input (N=1, O=1" in exercise(offsets=("O",)).run(wrong_everywhere, guarded=False).message

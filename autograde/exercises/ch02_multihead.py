@@ -302,6 +302,11 @@ class _MHAReshapeMerge(BrokenMultiHeadAttention):
         return _merge_reshape_only(x)
 
 
+class _MHAInterleavedMerge(BrokenMultiHeadAttention):
+    def merge(self, x):
+        return _merge_interleaved(x)
+
+
 class _MHATiledKV(BrokenMultiHeadAttention):
     def repeat(self, x, n_rep):
         return _repeat_tiled(x, n_rep)
@@ -342,7 +347,8 @@ def _in_a_layer(mistake: Mistake, attention=None) -> Mistake:
 # Chapter 1's mistakes, made by a layer that writes its own attention instead of calling the given one: not
 # those the layer names in its own terms (scaling, mask ignored) or that cannot happen here (d_v = d_k, no
 # weights returned). Its softmax is torch.softmax, whose all −inf columns (padded keys) give NaN.
-_NAMED_BY_THE_LAYER = {"missing scaling", "mask ignored", "wrong scaling: √d_v", "the scores returned as the weights"}
+_NAMED_BY_THE_LAYER = {"missing scaling", "mask ignored", "wrong scaling: √d_v", "the scores returned as the weights",
+                       "wrong scaling: d_k instead of √d_k"}
 OWN_ATTENTION_MISTAKES = [
     *(_in_a_layer(m) for m in (*MASK_MISTAKES, *ATTENTION_MISTAKES)
       if m.name not in _NAMED_BY_THE_LAYER and m is not SOFTMAX_OVER_QUERIES),
@@ -353,6 +359,11 @@ OWN_ATTENTION_MISTAKES = [
 class _MHANoScaling(BrokenMultiHeadAttention):
     def attend(self, q, k, v, mask):
         return tfm_ref.scaled_dot_product_attention(q * math.sqrt(q.shape[-1]), k, v, mask)  # cancels the 1/√Dh
+
+
+class _MHAScaledTwice(BrokenMultiHeadAttention):
+    def attend(self, q, k, v, mask):
+        return tfm_ref.scaled_dot_product_attention(q / math.sqrt(q.shape[-1]), k, v, mask)  # and again inside
 
 
 class _MHAScaleByModelWidth(BrokenMultiHeadAttention):
@@ -426,6 +437,10 @@ MULTIHEAD_MISTAKES = [
     Mistake("reshape without transpose when merging heads", _MHAReshapeMerge,
             "reshaping the heads' output (B, H, T, Dh) straight to (B, T, H·Dh) mixes positions across heads.",
             "merge_heads as in exercise 2: out.transpose(1, 2).reshape(B, T, H·Dh)."),
+    Mistake("heads interleaved when merging", _MHAInterleavedMerge,
+            "the merged output's columns h·Dh … (h+1)·Dh − 1 must be head h, whole; yours interleave the heads "
+            "(the head axis ended up last before the reshape), so out_proj mixes the wrong features.",
+            "merge_heads as in exercise 2: out.transpose(1, 2).reshape(B, T, H·Dh)."),
     Mistake("wrong K/V head grouping", _MHATiledKV,
             "query head i must use KV head i // (H/G); yours come out tiled (kv0, kv1, kv0, kv1, …), so head i "
             "uses KV head i % G.",
@@ -445,6 +460,12 @@ MULTIHEAD_MISTAKES = [
             "each head's scores are not divided by √Dh, the head width (d_model / n_heads).",
             "the given scaled_dot_product_attention scales by √(q.shape[-1]) = √Dh on (B, H, T, Dh) tensors; "
             "if you write your own, divide q @ k.transpose(-2, -1) by math.sqrt(Dh)."),
+    Mistake("scores divided by Dh, not √Dh (scaled twice)", _MHAScaledTwice,
+            "each head's scores come out divided by Dh, where the scale is √Dh: either q was divided by √Dh "
+            "before the given scaled_dot_product_attention, which divides by √Dh again, or your own attention "
+            "divides by d_k instead of √d_k.",
+            "scale once: pass the unscaled q to scaled_dot_product_attention, or divide your own scores "
+            "q @ k.transpose(-2, -1) by math.sqrt(Dh)."),
     Mistake("scaled by √d_model instead of √Dh", _MHAScaleByModelWidth,
             "the scale is the square root of the width of one head, Dh = d_model / n_heads, not of d_model.",
             "divide by math.sqrt(d_model // n_heads), i.e. by √(q.shape[-1]) after splitting."),
@@ -458,8 +479,11 @@ MULTIHEAD_MISTAKES = [
     *OWN_ATTENTION_MISTAKES,
 ]
 
-_MHA_SHAPES = [dict(B=1, T=1, D=2, H=1, G=1), dict(B=1, T=2, D=2, H=2, G=1), dict(B=1, T=2, D=4, H=2, G=2),
-               dict(B=1, T=2, D=4, H=4, G=2), dict(B=1, T=3, D=8, H=4, G=2), dict(B=2, T=5, D=24, H=4, G=2)]
+# A padded length-2 sequence has one real key, whose weight is 1 however the scores are scaled: the rungs
+# from T = 3 on, with heads of width 2 (√1 = 1), let scaling mistakes show on an input small enough to print.
+_MHA_SHAPES = [dict(B=1, T=1, D=2, H=1, G=1), dict(B=1, T=2, D=2, H=2, G=1), dict(B=1, T=3, D=4, H=2, G=1),
+               dict(B=1, T=2, D=4, H=2, G=2), dict(B=1, T=2, D=4, H=4, G=2), dict(B=1, T=3, D=8, H=4, G=2),
+               dict(B=2, T=3, D=8, H=4, G=2), dict(B=2, T=4, D=8, H=4, G=2), dict(B=2, T=5, D=24, H=4, G=2)]
 
 MULTIHEAD = Exercise(
     name="MultiHeadAttention",

@@ -101,6 +101,10 @@ def _pe_exponent_i(n_positions, d_model):
     return _sinusoid(n_positions, d_model, exponent=lambda two_i, d: two_i / 2 / d)
 
 
+def _pe_exponent_4i(n_positions, d_model):
+    return _sinusoid(n_positions, d_model, exponent=lambda two_i, d: 2 * two_i / d)
+
+
 def _pe_own_exponents(n_positions, d_model):
     return _sinusoid(n_positions, d_model, own_exponents=True)
 
@@ -154,6 +158,10 @@ SINUSOIDAL = Exercise(
                 "for the pair (2i, 2i+1) the exponent is 2i/d_model, the index of its even feature over d_model; "
                 "you divided the pair's index i by d_model.",
                 "10000 ** (2 * i / d_model) with i = 0 … d/2 − 1 (or torch.arange(0, d_model, 2) / d_model)."),
+        Mistake("exponent 4i/d instead of 2i/d", _pe_exponent_4i,
+                "for the pair (2i, 2i+1) the exponent is 2i/d_model; you doubled an index that already counts "
+                "in steps of 2 (torch.arange(0, d_model, 2) is 2i, not i).",
+                "10000 ** (torch.arange(0, d_model, 2) / d_model), without a second factor 2."),
         Mistake("each feature its own exponent: (2i+1)/d for the cosine", _pe_own_exponents,
                 "the two features of a pair share one frequency: the cosine at feature 2i + 1 uses the exponent "
                 "2i/d of its pair, not (2i + 1)/d.",
@@ -214,8 +222,9 @@ TOKEN_EMBEDDING = Exercise(
     mistakes=[
         Mistake("embedding not scaled by √d_model", _EmbeddingUnscaled,
                 "the paper multiplies the looked-up vectors by √d_model (§3.4): the table's entries are small, "
-                "and without the factor the positional encoding drowns the token.",
-                "return self.weight[ids] * math.sqrt(d_model)."),
+                "and without the factor the positional encoding drowns the token. Scaling the table in "
+                "__init__ does not count: the check loads tfm_ref's table into `weight`, as a checkpoint would.",
+                "in forward: return self.weight[ids] * math.sqrt(d_model)."),
         Mistake("divided by √d_model instead of multiplied", _EmbeddingDividedByRoot,
                 "the paper multiplies the embedding by √d_model; you divided.",
                 "* math.sqrt(d_model), not / math.sqrt(d_model)."),
@@ -250,6 +259,7 @@ LEARNED = Exercise(
     inputs=_embedded,
     arg_names=("x", "offset"),
     shapes=[dict(B=1, T=1, D=2, M=3, O=1), dict(B=1, T=2, D=2, M=4, O=2), dict(B=2, T=3, D=4, M=8, O=3)],
+    offsets=("O",),
     visible=[Case("offset 0: positions 0 … T-1", dims=dict(B=2, T=3, D=4, M=8, O=0)),
              Case("offset 3: decoding continues at position 3")],
     hidden=[
@@ -275,6 +285,12 @@ LEARNED = Exercise(
 def _rope_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     x = randn(gen, dims["B"], dims["H"], dims["T"], dims["Dh"], dtype=dtype)
     return Call(x, torch.arange(dims["O"], dims["O"] + dims["T"]))
+
+
+def _rope_unbatched(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    """One head of one sequence, (T, Dh): the exercise promises (…, T, Dh), not four axes."""
+    x, positions = _rope_inputs(gen, dims, dtype).args
+    return Call(x[0, 0], positions)
 
 
 def _rope_base_500(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
@@ -310,6 +326,14 @@ def _rope_interleaved(x, positions, base=10000.0):
     return rotated.flatten(-2).to(x.dtype)  # (…, T, Dh)
 
 
+def _rope_angles_repeated_per_pair(x, positions, base=10000.0):
+    """θ0, θ0, θ1, θ1, … (the interleaved layout's angles) with the rotate-half pairing."""
+    angle = _angles(positions, x.shape[-1], base).repeat_interleave(2, dim=-1)  # (T, Dh)
+    first, second = x.float().chunk(2, dim=-1)
+    rotated = torch.cat([-second, first], dim=-1)
+    return (x.float() * angle.cos() + rotated * angle.sin()).to(x.dtype)
+
+
 def _rope_wrong_sign(x, positions, base=10000.0):
     return _rotate_halves(x, _angles(positions, x.shape[-1], base), sign=-1.0)
 
@@ -330,10 +354,12 @@ ROPE = Exercise(
     arg_names=("x", "positions"),
     shapes=[dict(B=1, H=1, T=1, Dh=2, O=1), dict(B=1, H=1, T=2, Dh=2, O=1), dict(B=1, H=1, T=2, Dh=4, O=3),
             dict(B=2, H=2, T=4, Dh=8, O=5)],
+    offsets=("O",),
     visible=[Case("queries (B, H, T, Dh) at positions 5 … 8")],
     hidden=[
         Case("random sizes and offsets", dims=_rope_sizes),
         Case("one position", dims=dict(B=2, H=3, T=1, Dh=8, O=7)),
+        Case("x (T, Dh) with no batch or head axes", inputs=_rope_unbatched),
         Case("base = 500", inputs=_rope_base_500),
         Case("scattered positions", inputs=_rope_scattered, dims=dict(B=1, H=2, T=6, Dh=16, O=0)),
         Case("float64", dtype=torch.float64),
@@ -344,6 +370,11 @@ ROPE = Exercise(
                 "tfm_ref (like Llama's Hugging Face code and GPT-NeoX) pairs feature j with feature j + Dh/2; "
                 "you paired feature 2j with 2j + 1 (the RoFormer layout).",
                 "split x into halves, x1, x2 = x.chunk(2, dim=-1), and rotate with cat([-x2, x1], dim=-1)."),
+        Mistake("angles of the interleaved layout with rotate-half pairs", _rope_angles_repeated_per_pair,
+                "rotate-half pairs feature j with feature j + Dh/2, so those two share the angle θ_j: the angles "
+                "run θ0 … θ(Dh/2−1) twice over. Yours run θ0, θ0, θ1, θ1, …, the RoFormer layout's, where "
+                "features 2j and 2j + 1 are the pair.",
+                "angle = torch.cat([angle, angle], dim=-1), not angle.repeat_interleave(2, dim=-1)."),
         Mistake("rotation by −θ (wrong sign)", _rope_wrong_sign,
                 "your rotation turns the other way: the first half must get x₁cos θ − x₂sin θ and the second "
                 "x₂cos θ + x₁sin θ.",
