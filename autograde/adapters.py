@@ -16,9 +16,14 @@ import torch
 
 from .evaluation import CheckFailed
 
-__all__ = ["FunctionAdapter", "ModuleAdapter", "Dims"]
+__all__ = ["FunctionAdapter", "ModuleAdapter", "Dims", "AS_BUILT"]
 
 Dims = Mapping[str, int]
+
+AS_BUILT = "as_built"
+"""A case's flag (``dims=dict(..., as_built=1)``): the modules compute with the values they are built
+with, not the reference's weights loaded into the student's; for an initialisation the exercise
+prescribes (LayerNorm's γ = 1 and β = 0)."""
 
 
 class FunctionAdapter:
@@ -64,23 +69,37 @@ class ModuleAdapter:
         module = candidate(**kwargs)
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"{candidate!r} should build an nn.Module, got {type(module).__name__}")
-        buffers = {name for name, _ in module.named_buffers()}
-        problems = _parameter_problems(dict(module.state_dict()), weights or {}, kwargs, buffers)
+        state, buffers = dict(module.state_dict()), {name for name, _ in module.named_buffers()}
+        plain = {name for name in weights or {} if name not in state and name not in buffers
+                 and isinstance(_attribute(module, name), torch.Tensor)}
+        problems = _parameter_problems(state, weights or {}, kwargs, buffers, plain)
         if problems:
             raise CheckFailed("your module's parameters do not match tfm_ref's, so the reference weights cannot "
                               "be loaded into it:\n" + "\n".join(f"  ✗ {p}" for p in problems))
-        module.to(dtype).load_state_dict(weights)
+        module.to(dtype)
+        if not dims.get(AS_BUILT):
+            module.load_state_dict(weights)
         return module.eval()
 
     def parameters(self, built: torch.nn.Module) -> list[torch.Tensor]:
-        return [p for _, p in sorted(built.named_parameters())]
+        """The floating tensors of the state dict, sorted by name as messages name them: a tied matrix
+        once under each of its names (untied copies then show, each getting only its share of the
+        gradient), and a buffer where tfm_ref has a parameter in its place (it gets no gradient)."""
+        state = built.state_dict(keep_vars=True)
+        return [state[name] for name in sorted(state) if state[name].is_floating_point()]
+
+
+def _attribute(module: torch.nn.Module, dotted: str) -> object:
+    for name in dotted.split("."):
+        module = getattr(module, name, None)
+    return module
 
 
 def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], kwargs: dict,
-                        buffers: set[str] = frozenset()) -> list[str]:
+                        buffers: set[str] = frozenset(), plain: set[str] = frozenset()) -> list[str]:
     """What is wrong with the student's parameters, in words: biases that should or should not
-    be there, saved buffers tfm_ref does not save (``buffers``: the student's buffer names), other
-    names missing or unexpected, shapes that differ."""
+    be there, tensors kept as plain attributes (``plain``), saved buffers tfm_ref does not save
+    (``buffers``: the student's buffer names), other names missing or unexpected, shapes that differ."""
     problems = []
     missing, unexpected = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
     bias = f" (it is built with bias={kwargs['bias']})" if "bias" in kwargs else ""
@@ -94,6 +113,10 @@ def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.
         if name.endswith(".bias") and f"{owner}.weight" in got:
             problems.append(f"your `{owner}` has no bias, and tfm_ref's has one{bias}")
             missing.remove(name)
+    for name in sorted(plain & set(missing)):
+        problems.append(f"your `{name}` is a plain tensor attribute, so it is not registered: make it an "
+                        f"nn.Parameter(...) so that it is trained, saved and loaded")
+        missing.remove(name)
     for name in [n for n in unexpected if n in buffers]:
         problems.append(f"your buffer `{name}` is saved with the weights, and tfm_ref saves no such buffer: "
                         f"register it with persistent=False, or make it in forward")

@@ -398,11 +398,12 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
         return None
     if failure.stub or failure.forbidden:
         return failure
-    # Diagnose on the input that failed, then show the smallest input that still fails, with the
-    # case's flags (keys the ladder lacks: pre=1 for Pre-Norm, say) kept. A module that cannot be
-    # built is shown at the smallest size where it still cannot be: its parameters read best there.
+    # Diagnose on the input that failed, then show the smallest input that still fails in the same way
+    # (an exception stays that exception: a mask that does not broadcast is no clue once a smaller input
+    # lets it broadcast), with the case's flags (keys the ladder lacks: pre=1 for Pre-Norm, say) kept. A
+    # module that cannot be built is shown at the smallest size where it still cannot be.
     if not failure.setup:
-        _diagnose(exercise, case, failure, seed)
+        _diagnose(exercise, case, failure, seed, candidate=candidate)
         if failure.hint is None and failure.got.error is None:
             failure.random = _random_where_the_reference_is_not(exercise, case, candidate, failure, seed)
     ladder = {k for shape in exercise.shapes for k in shape}
@@ -412,7 +413,8 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
         if _size(smaller, sizes) >= _size(dims, sizes):
             break
         shrunk = _attempt(exercise, case, candidate, {**smaller, **flags}, seed)
-        if shrunk is not None and shrunk.setup == failure.setup:
+        if shrunk is not None and shrunk.setup == failure.setup \
+                and _failure_kind(shrunk.expected, shrunk.got) == _failure_kind(failure.expected, failure.got):
             if failure.hint is not None:
                 shrunk.mistake, shrunk.hint, shrunk.fix = failure.mistake, failure.hint, failure.fix
             elif not failure.setup:
@@ -456,8 +458,12 @@ def _size(dims: Dims, sizes: set[str]) -> int:
     return math.prod(dims[k] for k in sizes if k in dims) if dims else 0
 
 
-def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int, first: _Failure | None = None) -> None:
+def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int, first: _Failure | None = None,
+              candidate: Candidate | None = None) -> None:
     """Name the catalogued mistake whose output (or exception) on the failing input is the student's.
+
+    Where several give the student's values there, the ``candidate`` is run on other inputs of the
+    case to tell them apart (`_told_apart`); failing that, the first in the catalogue is named.
 
     ``first``: the larger input that failed first, where no mistake gave the student's output. On a
     tiny input unrelated mistakes often give the same values, so a mistake is named here only where
@@ -480,12 +486,29 @@ def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int, firs
             if there is None or _failure_kind(first.expected, there) != kind:
                 continue
         found.append(mistake)
-        if failure.got.error is None:  # values: the first in the catalogue's order, the likelier one
-            break
+    if len(found) > 1 and failure.got.error is None and candidate is not None:
+        found = _told_apart(exercise, case, candidate, failure, found, seed)
     # An exception that several mistakes raise alike (the check's own "use the cache" error, say) names none of them.
     if len(found) == 1 or (found and failure.got.error is None):
         mistake = found[0]
         failure.mistake, failure.hint, failure.fix = mistake.name, mistake.hint, mistake.fix
+
+
+def _told_apart(exercise: Exercise, case: Case, candidate: Candidate, failure: _Failure, tied: list[Mistake],
+                seed: int, tries: int = 3) -> list[Mistake]:
+    """Those of the ``tied`` mistakes (each gives the student's values on ``failure``'s input) that
+    also give them on other inputs of the same case and sizes: an untrained model that repeats its
+    token makes "the first position's argmax" and "the newest token alone" decode alike, say."""
+    for other in range(seed + 1, seed + 1 + tries):
+        again = _attempt(exercise, case, candidate, failure.dims, other)
+        if again is None or again.setup or again.got.error is not None:
+            continue
+        still = [m for m in tied if (outcome := _outcome_of(m, exercise, case, again, other)) is not None
+                 and same(outcome, again.got, exercise.tolerance)]
+        tied = still or tied
+        if len(tied) == 1:
+            break
+    return tied
 
 
 def _outcome_of(mistake: Mistake, exercise: Exercise, case: Case, failure: _Failure, seed: int) -> Outcome | None:

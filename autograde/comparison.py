@@ -43,6 +43,11 @@ def _verb(what: str, singular: str, plural: str) -> str:
     return plural if head.endswith("s") and not head.endswith("ss") else singular
 
 
+def _listed(items: Sequence[str]) -> str:
+    """ "a", "a and the b", "a, the b and the c" (to follow a "the")."""
+    return items[0] if len(items) == 1 else f"{', the '.join(items[:-1])} and the {items[-1]}"
+
+
 def difference(expected: Any, got: Any, override: Tolerance = (None, None), what: str = "output",
                names: Sequence[str] = ()) -> str | None:
     """None when ``got`` matches ``expected``; otherwise what differs, in words. ``names`` name the
@@ -75,13 +80,22 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
             return f"the {what} should be a {type(expected).__name__} of {len(expected)} items, got {brief(got)}"
         labels = [names[i] if i < len(names) else f"{what}[{i}]" for i in range(len(expected))]
-        problem = next(filter(None, (difference(e, g, override, label) for e, g, label in zip(expected, got, labels))),
-                       None)
-        if problem and len(expected) <= 4 and any(all(difference(e, got[j], override) is None
-                                                       for e, j in zip(expected, order))
-                                                   for order in permutations(range(len(got)))):
-            return f"the {what}'s items are right but in the wrong order: return ({', '.join(labels)})"
-        return problem
+        problems = [(label, p) for e, g, label in zip(expected, got, labels)
+                    if (p := difference(e, g, override, label)) is not None]
+        if not problems:
+            return None
+        if len(expected) <= 4:
+            for order in permutations(range(len(got))):
+                if all(difference(e, got[j], override) is None for e, j in zip(expected, order)):
+                    moved = [label for i, label in enumerate(labels) if order[i] != i]
+                    swapped = f"the {what}'s items are right but in the wrong order: the {_listed(moved)} are in " \
+                              "each other's places"
+                    return swapped + (f"; return ({', '.join(labels)})" if len(moved) == len(labels) else "")
+        first, others = problems[0][1], [label for label, _ in problems[1:]]
+        if not others:
+            return first
+        verb = _verb(others[0], "differs", "differ") if len(others) == 1 else "differ"
+        return f"{first}; the {_listed(others)} {verb} too"
     if isinstance(got, torch.Tensor):  # `==` on a tensor is a tensor, not a verdict
         item = ": take the number out with .item()" if got.numel() == 1 else ""
         return f"the {what} should be a plain {type(expected).__name__}, got a tensor of shape {tuple(got.shape)}{item}"
@@ -108,7 +122,8 @@ def compare(expected: Outcome, got: Outcome, override: Tolerance = (None, None),
         if e is None and g is None:
             continue
         if g is None:
-            return f"there is no gradient for {name} (the output does not depend on it through autograd)", i
+            return (f"there is no gradient for {name}: it is not trainable (a buffer, or requires_grad=False), "
+                    "or the output does not depend on it through autograd"), i
         problem = difference(torch.zeros_like(g) if e is None else e, g, override, f"gradient of {name}")
         if problem:
             cut = isinstance(g, torch.Tensor) and not bool(g.any())  # all zeros: the path from the output is cut

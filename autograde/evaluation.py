@@ -77,15 +77,18 @@ def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
 
 
 def _gradients(output: Any, inputs: Call, parameters: list[torch.Tensor], seed: int) -> list[torch.Tensor | None]:
-    leaves = [t for t in inputs.tensors() if t.requires_grad] + parameters
+    """The gradients of the floating inputs, then of ``parameters`` (None for one that is not trainable)."""
+    floating = [t for t in inputs.tensors() if t.requires_grad]
+    trainable = [t for t in parameters if t.requires_grad]
     outs = [o for o in flatten(output) if isinstance(o, torch.Tensor) and o.requires_grad]
     if not outs:
         raise CheckFailed("the output does not depend on the inputs through autograd "
                           "(was it computed with .detach(), .item(), numpy or torch.no_grad?)")
     gen = torch.Generator().manual_seed(seed + 1)
     upstream = [torch.randn(o.shape, generator=gen).to(o.dtype) for o in outs]
-    grads = _grad(outs, leaves, upstream, allow_unused=True)
-    return [None if g is None else g.detach() for g in grads]
+    grads = iter(_grad(outs, floating + trainable, upstream, allow_unused=True) if floating + trainable else ())
+    found = [next(grads) for _ in floating] + [next(grads) if t.requires_grad else None for t in parameters]
+    return [None if g is None else g.detach() for g in found]
 
 
 def flatten(value: Any) -> list[Any]:

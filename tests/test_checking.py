@@ -328,9 +328,25 @@ def test_a_tuple_with_the_right_items_in_another_order_is_told_the_order():
 
     out, weights = torch.ones(2, 1), torch.zeros(2, 3)
     assert difference((out, weights), (weights, out), names=("output", "weights")) == \
-        "the output's items are right but in the wrong order: return (output, weights)"
+        "the output's items are right but in the wrong order: the output and the weights are in each other's " \
+        "places; return (output, weights)"
     assert difference((out, weights), (weights, weights), names=("output", "weights")) == \
         "the output has shape (2, 3), expected (2, 1)"  # not a reordering: the first difference, as before
+    # Only the two items that moved are named: the third is the check's own (train_step's update sizes).
+    loss, lr, update = torch.zeros(2), torch.ones(2), torch.full((2,), 3.0)
+    assert difference((loss, lr, update), (lr, loss, update), names=("loss", "rate", "update")) == \
+        "the output's items are right but in the wrong order: the loss and the rate are in each other's places"
+
+
+def test_every_item_of_a_tuple_that_differs_is_named_not_only_the_first():
+    from autograde.comparison import difference
+
+    loss, lr, update = torch.zeros(2), torch.ones(2), torch.full((2,), 3.0)
+    names = ("loss of each step", "learning rate of each step", "update")
+    assert difference((loss, lr, update), (loss + 1, lr + 1, update), names=names).endswith(
+        "; the learning rate of each step differs too")
+    assert difference((loss, lr, update), (loss + 1, lr + 1, update + 1), names=names).endswith(
+        "; the learning rate of each step and the update differ too")
 
 
 def test_a_number_returned_as_a_tensor_is_told_to_take_it_out_with_item():
@@ -393,3 +409,88 @@ def test_a_failure_at_offset_zero_is_still_shrunk_when_the_offset_places_the_inp
 
     assert "Smallest failing input (N=5, O=0" in exercise().run(wrong_everywhere, guarded=False).message
     assert "Smallest failing input (N=1, O=1" in exercise(offsets=("O",)).run(wrong_everywhere, guarded=False).message
+
+
+class _ProjFrozen(torch.nn.Module):
+    """proj.weight and proj.bias kept as buffers: right values, nothing to train."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.proj = torch.nn.Module()
+        self.proj.register_buffer("weight", torch.zeros(d, d))
+        self.proj.register_buffer("bias", torch.zeros(d))
+
+    def forward(self, x):
+        return x @ self.proj.weight.T + self.proj.bias
+
+
+class _ProjPlain(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = torch.nn.Module()
+        self.proj.weight, self.proj.bias = torch.zeros(d, d), torch.zeros(d)  # not registered
+
+    def forward(self, x):
+        return x @ self.proj.weight.T + self.proj.bias
+
+
+def test_parameters_kept_as_buffers_are_told_they_get_no_gradient():
+    report = MODULE_TOY.run(_ProjFrozen, hidden=True, guarded=False)
+    assert not report.passed and "hidden check 'gradients' failed" in report.message
+    assert "there is no gradient for the parameter `proj.bias`: it is not trainable (a buffer, or " \
+           "requires_grad=False)" in report.message
+
+    class Frozen(_Ref):
+        def __init__(self, d):
+            super().__init__(d)
+            self.proj.weight.requires_grad_(False)
+
+    report = MODULE_TOY.run(Frozen, hidden=True, guarded=False)
+    assert "there is no gradient for the parameter `proj.weight`: it is not trainable" in report.message
+
+
+def test_tensors_kept_as_plain_attributes_are_told_to_be_parameters():
+    report = MODULE_TOY.run(_ProjPlain, guarded=False)
+    assert "your `proj.weight` is a plain tensor attribute, so it is not registered: make it an nn.Parameter" \
+           in report.message
+    assert "missing" not in report.message
+
+
+def test_a_failure_that_raises_is_shown_where_it_raises_not_where_a_smaller_input_gives_wrong_values():
+    def raises_on_large(x, factor=2.0):
+        if x.numel() > 6:
+            raise ValueError("mask of shape (5,) does not broadcast")
+        return x * factor + 1
+
+    report = TOY.run(raises_on_large, guarded=False)
+    assert "your code raised ValueError: mask of shape (5,) does not broadcast" in report.message
+    assert "Smallest failing input (N=4, M=5" in report.message  # not shrunk to N=2, M=3, where it is wrong values
+
+
+def _plus_one(x, k, factor=2.0):
+    return x * factor + 1
+
+
+def _plus_one_or_two(x, k, factor=2.0):
+    return x * factor + 1 + k  # the same as _plus_one where k = 0
+
+
+def test_mistakes_that_give_the_same_values_on_the_failing_input_are_told_apart_on_other_inputs():
+    def k_of(gen):
+        return int(torch.randint(0, 2, (1,), generator=gen))
+
+    def inputs(gen, dims, dtype):
+        k = k_of(gen)
+        return Call(randn(gen, dims["N"], dtype=dtype), k)
+
+    tied = Exercise(name="scale", reference=lambda x, k, factor=2.0: x * factor, inputs=inputs, arg_names=("x", "k"),
+                    shapes=[dict(N=3)], visible=[Case("random")],
+                    mistakes=[Mistake("plus one", _plus_one, "one added."),
+                              Mistake("plus one or two", _plus_one_or_two, "k added too.")])
+    # seeds whose input has k = 0, where the two mistakes agree, and the next seed's k = 1, where they do not
+    seeds = [s for s in range(50) if k_of(torch.Generator().manual_seed(s)) == 0
+             and k_of(torch.Generator().manual_seed(s + 1)) == 1][:4]
+    assert seeds
+    for seed in seeds:
+        assert tied.run(_plus_one_or_two, guarded=False, seed=seed).mistake == "plus one or two"
+        assert tied.run(_plus_one, guarded=False, seed=seed).mistake == "plus one"
