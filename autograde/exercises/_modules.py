@@ -17,16 +17,20 @@ import types
 import torch
 from torch import nn
 
+from ..adapters import AS_BUILT
 from ..checking import ModuleAdapter
 
 __all__ = ["PerturbedModuleAdapter", "functions_of"]
 
 
 class PerturbedModuleAdapter(ModuleAdapter):
-    """`ModuleAdapter` whose reference has every 1-D parameter (norm gains, biases) moved off its init."""
+    """`ModuleAdapter` whose reference has every 1-D parameter (norm gains, biases) moved off its init,
+    except in a case that checks the initial values (`AS_BUILT`)."""
 
     def reference(self, reference: type, dims, dtype: torch.dtype) -> nn.Module:
         module = super().reference(reference, dims, dtype)
+        if dims.get(AS_BUILT):
+            return module
         with torch.no_grad():
             for parameter in module.parameters():
                 if parameter.dim() == 1:

@@ -305,6 +305,20 @@ class _ModuleEpsIgnored(tfm_ref.LayerNorm):
 # built on their `layer_norm`, so it is compared with the module built on the readable one.
 _ReadableLayerNorm = _module_mistake(tfm_ref.layer_norm, "LayerNorm")
 
+
+class _ModuleGainZero(_ReadableLayerNorm):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        nn.init.zeros_(self.weight)
+
+
+class _ModuleShiftOne(_ReadableLayerNorm):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.bias is not None:
+            nn.init.ones_(self.bias)
+
+
 LAYER_NORM_MODULE = Exercise(
     name="LayerNorm",
     key="layer_norm_module",
@@ -322,8 +336,17 @@ LAYER_NORM_MODULE = Exercise(
         Case("float64", dtype=torch.float64),
         Case("float16, large values", dtype=torch.float16, inputs=_scaled(_module_input, 300.0)),
         Case("gradients (input, γ and β)", grad=True),
+        Case("as built, before any training: γ = 1 and β = 0", dims=dict(B=2, T=3, D=6, as_built=1)),
     ],
     mistakes=[
+        Mistake("γ initialised to 0", _ModuleGainZero,
+                "a LayerNorm starts as the plain normalisation, γ = 1 and β = 0; with γ = 0 its output is β alone, "
+                "whatever the input, and no gradient reaches the layers below it.",
+                "self.weight = nn.Parameter(torch.ones(d))."),
+        Mistake("β initialised to 1", _ModuleShiftOne,
+                "a LayerNorm starts as the plain normalisation, γ = 1 and β = 0; with β = 1 every feature starts "
+                "shifted by 1.",
+                "self.bias = nn.Parameter(torch.zeros(d)) (None when bias=False)."),
         Mistake("eps argument ignored", _ModuleEpsIgnored,
                 "the module is built with its own `eps`, and you used layer_norm's default 1e-5 instead.",
                 "store it in __init__ (self.eps = eps) and pass it on: layer_norm(x, self.weight, self.bias, self.eps)."),
@@ -407,10 +430,10 @@ RESIDUAL = Exercise(
                 "with norm_first=True the norm goes on the sublayer's input (Pre-Norm); yours always normalises "
                 "the sum.",
                 "if norm_first: return x + sublayer(norm(x))."),
-        Mistake("always Pre-Norm", _res_always_pre,
-                "norm_first=False is the 2017 Post-Norm layout, which normalises the sum; yours always "
-                "normalises the sublayer's input.",
-                "without norm_first: return norm(x + sublayer(x))."),
+        Mistake("Pre-Norm where norm_first=False", _res_always_pre,
+                "norm_first=False is the 2017 Post-Norm layout, which normalises the sum; yours normalises the "
+                "sublayer's input there, as Pre-Norm does (always, or with the two branches swapped).",
+                "norm(x + sublayer(x)) when norm_first is False, x + sublayer(norm(x)) when it is True."),
         Mistake("Pre-Norm: residual taken from the normalised input", _res_from_normalised,
                 "in Pre-Norm the residual path carries x itself, untouched; that identity path is why Pre-Norm "
                 "trains stably when deep. Yours carries norm(x).",
