@@ -11,6 +11,7 @@ from torch import nn
 import tfm_ref
 from autograde.course import source_markdown
 from autograde.exercises import ch10_capstone as chapter
+from autograde.exercises.ch08_encoder_decoder import _greedy_variant
 from exercise_proofs import one_thread
 from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
@@ -67,8 +68,9 @@ def test_the_checks_model_is_not_trained_in_place(exercise):
 def test_the_checks_training_run_halves_the_loss(case):
     dims = case.dims or chapter.FIT.shapes[-1]
     call = (case.inputs or chapter.FIT.inputs)(torch.Generator().manual_seed(0), dims, torch.float32)
-    (losses,) = chapter.FIT.adapter.reference(chapter.fit, dims, torch.float32)(*call.args, **call.kwargs)
+    losses, optimizer = chapter.FIT.adapter.reference(chapter.fit, dims, torch.float32)(*call.args, **call.kwargs)
     assert losses[-3:].mean() < 0.6 * losses[0]
+    assert optimizer == "Adam(betas=(0.9, 0.98), eps=1e-09, weight_decay=0)"  # the paper's, §5.3
 
 
 def test_the_steps_are_those_of_the_schedule_and_dropout_is_on():
@@ -161,3 +163,19 @@ def test_a_fit_that_reads_every_batch_before_training_is_named_in_the_guided_run
 
     with pytest.raises(RuntimeError, match=r"read the batches before it trained"):
         _guided_full_run({}, eager)
+
+
+def test_a_fit_that_returns_something_else_than_the_losses_is_told_what_to_return():
+    def mean_loss(model, batches, *, d_model, warmup, factor=1.0, smoothing=0.1):
+        return sum(chapter.fit(model, batches, d_model=d_model, warmup=warmup, factor=factor,
+                               smoothing=smoothing)) / len(batches)
+
+    report = chapter.FIT.run(mean_loss, guarded=False, seed=0)
+    assert "fit should return a list of 5 losses, one number per step; got float" in report.message
+
+
+def test_a_loop_that_feeds_the_decoder_only_its_newest_token_fails_on_every_seed():
+    newest_only = _greedy_variant(newest_only_uncached=True)  # on a model that repeats one token, it passed
+    for seed in range(40):
+        report = chapter.GREEDY.run(newest_only, hidden=True, guarded=False, seed=seed)
+        assert report.mistake == "only the newest token fed, and nothing kept of the rest", (seed, report.message)

@@ -332,13 +332,16 @@ def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator) -> int:
     batch, length = trajectory.shape
     best, best_score = PAD, -1
     for token in torch.randperm(VOCAB, generator=gen).tolist():
-        if token == BOS:
+        if token in (BOS, PAD):  # an end token that is PAD would hide padding mistakes
             continue
         first = _first_hits(trajectory, token)
         finish = min(int(first.max()), length - 1)
         padded = any(int(first[r]) < finish and bool((trajectory[r, int(first[r]) + 1 : finish + 1] != token).any())
                      for r in range(batch))
-        score = 2 * padded + (int(first.max()) < length - 1) + (int(first.min()) < length)
+        # then, among equals, the one that comes latest: a row that ends at once hides how the loop feeds the
+        # decoder (first position or last, one token or the prefix)
+        score = 2 * padded + (int(first.max()) < length - 1) + (int(first.min()) < length) \
+            + float(first.clamp(max=length - 1).float().mean()) / length
         if score > best_score:
             best, best_score = token, score
     return best
@@ -354,28 +357,39 @@ def _model_and_source(gen: torch.Generator, dims, model_class: type = _RandomTra
     return model, src, src_mask
 
 
-def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True):
+def _varied(trajectory: torch.Tensor) -> bool:
+    """Does some row go through min(3, L) different tokens? An untrained model often repeats one token
+    from the start, and on such a model a loop that feeds the decoder wrongly decodes alike."""
+    return max(len(set(row.tolist())) for row in trajectory) >= min(3, trajectory.shape[1])
+
+
+def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True, tries: int = 10):
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
-        model, src, src_mask = _model_and_source(gen, dims, model_class)
-        src_mask = src_mask if use_mask else None
-        trajectory = tfm_ref.greedy_decode(model, src, src_mask, bos_id=BOS, eos_id=-1, max_len=dims["L"])  # no EOS
+        for _ in range(tries):  # the first random model whose decoding is not one repeated token
+            model, src, src_mask = _model_and_source(gen, dims, model_class)
+            src_mask = src_mask if use_mask else None
+            trajectory = tfm_ref.greedy_decode(model, src, src_mask, bos_id=BOS, eos_id=-1, max_len=dims["L"])
+            if _varied(trajectory):  # with no EOS, it runs max_len steps
+                break
         return Call(model, src, src_mask, bos_id=BOS, eos_id=_choose_eos(trajectory, gen), max_len=dims["L"])
     return inputs
 
 
 def _greedy_variant(*, stop: bool = True, pad: bool = True, keep_bos: bool = False, start: int | None = None,
-                    use_mask: bool = True, whole_prefix: bool = False,
-                    no_cache_first_position: bool = False):
+                    use_mask: bool = True, invert_mask: bool = False, whole_prefix: bool = False,
+                    no_cache_first_position: bool = False, newest_only_uncached: bool = False):
     """Greedy decoding with one thing done wrong (the keywords say which)."""
     @torch.no_grad()
     def greedy_decode(model, src, src_mask=None, *, bos_id, eos_id, max_len):
         src_mask = src_mask if use_mask else None
+        if invert_mask and src_mask is not None:
+            src_mask = ~src_mask
         memory = model.encode(src, src_mask)  # (B, S, D)
         out = torch.full((src.shape[0], 1), bos_id if start is None else start, dtype=torch.long)  # (B, 1)
         finished = torch.zeros(src.shape[0], dtype=torch.bool)
-        cache = None if no_cache_first_position else model.new_cache()
+        cache = None if no_cache_first_position or newest_only_uncached else model.new_cache()
         for _ in range(max_len):
-            step_input = out if whole_prefix or cache is None else out[:, -1:]
+            step_input = out if whole_prefix or cache is None and not newest_only_uncached else out[:, -1:]
             logits = model.decode(step_input, memory, src_mask, cache)  # (B, t, V)
             next_token = logits[:, 0 if no_cache_first_position else -1].argmax(dim=-1)  # (B,)
             if pad:
@@ -422,9 +436,19 @@ GREEDY = Exercise(
                 "neither the encoder nor the cross-attention may look at source padding; yours does.",
                 "pass src_mask to model.encode(src, src_mask) and to model.decode(..., src_mask, cache) at every "
                 "step."),
+        Mistake("source padding mask inverted", _greedy_variant(invert_mask=True),
+                "src_mask is True at the real tokens (the course's convention); inverted, the model attends to the "
+                "padding and to nothing else.",
+                "pass src_mask as it is to model.encode and model.decode."),
         Mistake("whole prefix fed while using the cache", _greedy_variant(whole_prefix=True),
                 "with a KV cache the earlier tokens are already stored; feeding them again stores them twice.",
                 "feed only the newest token: model.decode(out[:, -1:], memory, src_mask, cache)."),
+        Mistake("only the newest token fed, and nothing kept of the rest", _greedy_variant(newest_only_uncached=True),
+                "the decoder sees only what it is given and what a KV cache keeps: fed the newest token alone, "
+                "with no cache (or a new one every step), it predicts from that one token at position 0, blind to "
+                "the tokens before it.",
+                "one cache for the whole loop, cache = model.new_cache() before it, and "
+                "model.decode(out[:, -1:], memory, src_mask, cache); or, with no cache, the whole prefix `out`."),
         Mistake("argmax of the first position", _greedy_variant(no_cache_first_position=True),
                 "the logits are (B, t, V) and the next token is predicted at the last position; you took the "
                 "first.",

@@ -33,6 +33,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 import tfm_ref
 from tfm_ref import losses, schedule
@@ -42,6 +43,7 @@ from tfm_ref.schedule import noam_lr
 from tfm_ref.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
 
 from ..checking import Call, Case, Exercise, FunctionAdapter, Mistake, random_dims
+from ..display import brief
 from ._modules import PerturbedModuleAdapter, functions_of
 from .ch08_encoder_decoder import GREEDY as CACHED_GREEDY
 from .ch08_encoder_decoder import MODEL_METHODS, _RandomTransformer
@@ -76,22 +78,7 @@ def transformer(*args, **kwargs) -> tfm_ref.Transformer:
     return tfm_ref.Transformer(_config(*args, **kwargs))
 
 
-class _TiedParametersAdapter(PerturbedModuleAdapter):
-    """Gradients by state-dict name, a tied matrix once under each of its names.
-
-    `ModuleAdapter` lists the parameters ``named_parameters`` gives, where a tied matrix appears
-    once, under whichever name was registered first: tfm_ref's and a student's tied model would
-    line up differently. Listing every name (sorted, as the failure message names them) lines the
-    gradients up, and shows untied embeddings, whose outputs agree: each of their matrices gets
-    only its own share of the tied gradient.
-    """
-
-    def parameters(self, built: nn.Module) -> list[torch.Tensor]:
-        named = dict(built.named_parameters(remove_duplicate=False))
-        return [named[name] for name in sorted(named)]
-
-
-_MODEL_KWARGS = _TiedParametersAdapter(lambda dims: dict(
+_MODEL_KWARGS = PerturbedModuleAdapter(lambda dims: dict(
     vocab_size=dims["V"], d_model=dims["D"], n_heads=dims["H"], d_ff=dims["F"], n_encoder_layers=dims["E"],
     n_decoder_layers=dims["L"], norm_first=bool(dims.get("pre")), max_len=16))
 
@@ -391,8 +378,10 @@ def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pa
             model.train()
         tgt = batch["tgt"]
         inp, target = {"right": (tgt[:, :-1], tgt[:, 1:]), "none": (tgt, tgt), "cut": (tgt[:, :-1], tgt[:, :-1]),
-                       "left": (tgt[:, 1:], tgt[:, :-1])}[shift]
+                       "left": (tgt[:, 1:], tgt[:, :-1]), "whole": (tgt, tgt[:, 1:])}[shift]
         logits = model(batch["src"], inp, batch["src_mask"])  # (B, T, V)
+        if shift == "whole":
+            logits = logits[:, :-1]  # the last position's prediction, past EOS, dropped
         epsilon = smoothing if smoothed else 0.0
         if smoothing_on_pad:  # the smoothing term averaged over every position, padding included
             log_probs = logits.log_softmax(-1)  # (B, T, V)
@@ -438,6 +427,11 @@ TRAIN_STEP = Exercise(
                   "(BOS first), and position t is scored against the next token. Scored against its own input, the "
                   "decoder only learns to copy.", "inp, target = tgt[:, :-1], tgt[:, 1:]")
           for name, shift in (("target not shifted", "none"), ("target not shifted (both cut at the end)", "cut"))),
+        Mistake("the whole target fed, the last position's logits dropped", _step_with(shift="whole"),
+                "under the causal mask that gives the same logits in eval mode, but the check trains with dropout "
+                "on, and dropout draws its masks for the shape the decoder is given: one position longer than "
+                "the decoder input the task defines.",
+                "inp, target = tgt[:, :-1], tgt[:, 1:], and the logits of model(src, inp, src_mask) as they are"),
         Mistake("shifted the wrong way", _step_with(shift="left"),
                 "the decoder input starts with BOS and the target is one token ahead of it; the other way round, "
                 "the model learns to predict the previous token.", "inp, target = tgt[:, :-1], tgt[:, 1:]"),
@@ -467,8 +461,10 @@ TRAIN_STEP = Exercise(
                 "backward() adds to the gradients already there: without clearing them, each step also applies "
                 "the gradients of every earlier step (the first step is right, the second is not).",
                 "optimizer.zero_grad() before loss.backward()"),
-        Mistake("gradients cleared between backward and step", _step_with(zero_grad="between"),
-                "zero_grad() after backward() throws away the gradients just computed, so the step moves nothing.",
+        Mistake("the step taken with no gradients", _step_with(zero_grad="between"),
+                "optimizer.step() found no gradients, so it moved nothing: either zero_grad() came between "
+                "backward() and step(), throwing away the gradients just computed, or step() came before "
+                "backward(), when there were none yet.",
                 "optimizer.zero_grad(); loss.backward(); optimizer.step()  # in this order"),
         Mistake("model left in eval mode", _step_with(train_mode=False),
                 "the model may come from an evaluation, with dropout off; training needs dropout on, so the step "
@@ -494,13 +490,33 @@ def fit(model: nn.Module, batches, *, d_model: int, warmup: int, factor: float =
                        smoothing=smoothing)[0] for step, batch in enumerate(batches)]
 
 
+def _optimizer_settings(optimizer: torch.optim.Optimizer) -> str:
+    """``Adam(betas=(0.9, 0.98), eps=1e-09, weight_decay=0)``: what the rate schedule leaves alone."""
+    group = optimizer.param_groups[0]
+    shown = ", ".join(f"{key}={group[key]!r}" for key in ("betas", "eps", "weight_decay") if key in group)
+    return f"{type(optimizer).__name__}({shown})"
+
+
 def _fitted(fit_fn):
-    """What the check compares: the losses of ``fit_fn`` on a copy of the model, as a tensor (in a
-    1-tuple, so that messages can name it)."""
+    """What the check compares: the losses of ``fit_fn`` on a copy of the model, as a tensor, and the
+    optimizer that took its steps, in words (ε = 1e-8 or AdamW's weight decay rarely shows in a few
+    dozen losses)."""
     def losses(model, src, src_mask, tgt, *, d_model, warmup, factor, smoothing):
-        history = fit_fn(copy.deepcopy(model), _batches(src, src_mask, tgt), d_model=d_model, warmup=warmup,
-                         factor=factor, smoothing=smoothing)
-        return (torch.tensor([float(torch.as_tensor(loss).detach()) for loss in history]),)  # (K,)
+        stepped = []
+        hook = register_optimizer_step_pre_hook(
+            lambda optimizer, args, kwargs: stepped.append(_optimizer_settings(optimizer)))
+        try:
+            history = fit_fn(copy.deepcopy(model), _batches(src, src_mask, tgt), d_model=d_model, warmup=warmup,
+                             factor=factor, smoothing=smoothing)
+        finally:
+            hook.remove()
+        if not isinstance(history, (list, tuple)) or len(history) != len(src) \
+                or not all(isinstance(loss, (int, float)) or torch.is_tensor(loss) and loss.numel() == 1
+                           for loss in history):
+            raise TypeError(f"fit should return a list of {len(src)} losses, one number per step; got "
+                            f"{type(history).__name__} {brief(history)}")
+        per_step = torch.tensor([float(torch.as_tensor(loss).detach()) for loss in history])  # (K,)
+        return per_step, " then ".join(dict.fromkeys(stepped)) or "none: no step was taken"
     return losses
 
 
@@ -516,7 +532,7 @@ def _fit_config() -> tfm_ref.TransformerConfig:
                                      tie_embeddings=False)
 
 
-def _fit_inputs(warmup: int, factor: float):
+def _fit_inputs(warmup: int, factor: float, smoothing: float = 0.1):
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
         config = _fit_config()
         model = _random_model(gen, config)
@@ -527,19 +543,20 @@ def _fit_inputs(warmup: int, factor: float):
             return t.view(dims["K"], dims["B"], -1)  # (K, B, …)
 
         return Call(model, stacked(data.src), stacked(data.src_mask), stacked(tgt), d_model=config.d_model,
-                    warmup=warmup, factor=factor, smoothing=0.1)
+                    warmup=warmup, factor=factor, smoothing=smoothing)
     return inputs
 
 
-def _fit_with(*, optimizer_each_step: bool = False, step_of=lambda step: step, adam: dict = PAPER_ADAM):
+def _fit_with(*, optimizer_each_step: bool = False, step_of=lambda step: step, optimizer=torch.optim.Adam,
+              adam: dict = PAPER_ADAM, pass_smoothing: bool = True):
     """A training loop with one thing done wrong (the keywords say which)."""
     def fit_fn(model, batches, *, d_model, warmup, factor=1.0, smoothing=0.1):
-        history, optimizer = [], torch.optim.Adam(model.parameters(), **adam)
+        history, made = [], optimizer(model.parameters(), **adam)
         for step, batch in enumerate(batches):
             if optimizer_each_step:
-                optimizer = torch.optim.Adam(model.parameters(), **adam)
-            loss, _ = train_step(model, optimizer, batch, step_of(step), d_model=d_model, warmup=warmup,
-                                 factor=factor, smoothing=smoothing)
+                made = optimizer(model.parameters(), **adam)
+            loss, _ = train_step(model, made, batch, step_of(step), d_model=d_model, warmup=warmup,
+                                 factor=factor, **({"smoothing": smoothing} if pass_smoothing else {}))
             history.append(loss)
         return history
     return fit_fn
@@ -555,7 +572,8 @@ FIT = Exercise(
     arg_names=("model", "src", "src_mask", "tgt"),
     shapes=[dict(K=5, B=4), dict(K=20, B=8)],
     visible=[Case("20 steps on the date task (warmup 10, factor 0.5)")],
-    hidden=[Case("16 steps, warmup 6, factor 0.3", dims=dict(K=16, B=8), inputs=_fit_inputs(warmup=6, factor=0.3))],
+    hidden=[Case("16 steps, warmup 6, factor 0.3, ε = 0.05", dims=dict(K=16, B=8),
+                 inputs=_fit_inputs(warmup=6, factor=0.3, smoothing=0.05))],
     mistakes=[
         Mistake("a new optimizer every step", _fit_with(optimizer_each_step=True),
                 "Adam keeps running averages of each parameter's gradient and squared gradient; made anew every "
@@ -571,11 +589,23 @@ FIT = Exercise(
         Mistake("Adam's default settings", _fit_with(adam={}),
                 "the paper's Adam uses β₂ = 0.98 and ε = 1e-9 (§5.3), not PyTorch's defaults (0.999, 1e-8).",
                 "torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)"),
+        Mistake("Adam's default ε", _fit_with(adam=dict(betas=PAPER_ADAM["betas"])),
+                "the paper's Adam uses ε = 1e-9 (§5.3), not PyTorch's default 1e-8; β₂ = 0.98 is right.",
+                "torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)"),
+        Mistake("AdamW instead of Adam", _fit_with(optimizer=torch.optim.AdamW),
+                "AdamW decays every weight towards 0 by default (weight_decay=0.01); the paper trains with Adam, "
+                "which has no weight decay.",
+                "torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)"),
+        Mistake("smoothing not passed to train_step", _fit_with(pass_smoothing=False),
+                "fit's `smoothing` is the ε of the label smoothing; left out of the call, train_step uses its own "
+                "default, 0.1, whatever fit was given.",
+                "train_step(model, optimizer, batch, step, d_model=d_model, warmup=warmup, factor=factor, "
+                "smoothing=smoothing)"),
     ],
     forbidden=(fit, train_step),
     allowed=TRAINING_PIECES,
     uses=(TRAIN_STEP,),
-    output_names=("loss of each step",),
+    output_names=("loss of each step", "optimizer"),
     rtol=1e-3,  # the losses of a few dozen Adam steps; tiny float differences grow a little along the way
     atol=1e-4,
 )
@@ -588,6 +618,12 @@ def _uncached(mistake: Mistake) -> Mistake:
     if mistake.name == "source padding mask not used":
         return dataclasses.replace(mistake, fix="pass src_mask to model.encode(src, src_mask) and to "
                                    "model.decode(out, memory, src_mask) at every step.")
+    if mistake.name == "only the newest token fed, and nothing kept of the rest":
+        return dataclasses.replace(
+            mistake, hint="the decoder sees only the tokens it is given: fed the newest token alone, it predicts "
+            "from that one token at position 0, blind to the tokens before it.",
+            fix="feed the whole prefix every step, model.decode(out, memory, src_mask), and take the logits of "
+            "its last position.")
     return mistake
 
 
