@@ -16,7 +16,7 @@ import torch
 
 from .evaluation import CheckFailed
 
-__all__ = ["FunctionAdapter", "ModuleAdapter", "Dims", "AS_BUILT"]
+__all__ = ["FunctionAdapter", "ModuleAdapter", "Dims", "AS_BUILT", "TRAINING"]
 
 Dims = Mapping[str, int]
 
@@ -24,6 +24,10 @@ AS_BUILT = "as_built"
 """A case's flag (``dims=dict(..., as_built=1)``): the modules compute with the values they are built
 with, not the reference's weights loaded into the student's; for an initialisation the exercise
 prescribes (LayerNorm's γ = 1 and β = 0)."""
+
+TRAINING = "training"
+"""A case's flag: both modules run in training mode, dropout on. The call draws the same random
+numbers on both sides, so a module that drops where the reference drops gives the same output."""
 
 
 class FunctionAdapter:
@@ -58,7 +62,7 @@ class ModuleAdapter:
         return f"{name}({', '.join(f'{k}={v!r}' for k, v in self.kwargs(dims).items())})"
 
     def reference(self, reference: type, dims: Dims, dtype: torch.dtype) -> torch.nn.Module:
-        return reference(**self.kwargs(dims)).to(dtype).eval()  # parameters in the case's dtype
+        return reference(**self.kwargs(dims)).to(dtype).train(bool(dims.get(TRAINING)))  # the case's dtype
 
     def weights(self, built: torch.nn.Module) -> dict[str, torch.Tensor]:
         return dict(built.state_dict())
@@ -79,7 +83,7 @@ class ModuleAdapter:
         module.to(dtype)
         if not dims.get(AS_BUILT):
             module.load_state_dict(weights)
-        return module.eval()
+        return module.train(bool(dims.get(TRAINING)))
 
     def parameters(self, built: torch.nn.Module) -> list[torch.Tensor]:
         """The floating tensors of the state dict, sorted by name as messages name them: a tied matrix

@@ -42,6 +42,7 @@ from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
 from tfm_ref.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
 
+from ..adapters import TRAINING
 from ..checking import Call, Case, Exercise, FunctionAdapter, Mistake, random_dims
 from ..display import brief
 from ._modules import PerturbedModuleAdapter, functions_of
@@ -80,7 +81,8 @@ def transformer(*args, **kwargs) -> tfm_ref.Transformer:
 
 _MODEL_KWARGS = PerturbedModuleAdapter(lambda dims: dict(
     vocab_size=dims["V"], d_model=dims["D"], n_heads=dims["H"], d_ff=dims["F"], n_encoder_layers=dims["E"],
-    n_decoder_layers=dims["L"], norm_first=bool(dims.get("pre")), max_len=16))
+    n_decoder_layers=dims["L"], norm_first=bool(dims.get("pre")), max_len=16,
+    **({"dropout": 0.3} if dims.get(TRAINING) else {})))
 
 
 def _source(gen: torch.Generator, batch: int, length: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -178,6 +180,10 @@ _REPEATED = (("`[Block(...)] * n` repeats one block, with one set of weights, in
              "nn.ModuleList([EncoderBlock(...) for _ in range(n_encoder_layers)])  # a new block each; decoder too")
 
 
+def _dropout_ignored(*args, **kwargs):
+    return transformer(*args, **{**kwargs, "dropout": 0.0})
+
+
 def _blocks_post_norm(*args, **kwargs):
     model = transformer(*args, **kwargs)
     for module in model.modules():
@@ -217,6 +223,7 @@ TRANSFORMER = Exercise(
         Case("one target position", dims={**_SMALL_MODEL, "T": 1}),
         Case("float64 weights", dims={**_SMALL_MODEL, "pre": 1}, dtype=torch.float64),
         Case("gradients of every parameter, Post-Norm, 2 + 2 layers", grad=True),
+        Case("training mode, dropout=0.3: it drops where tfm_ref does", dims={**_SMALL_MODEL, TRAINING: 1}),
     ],
     mistakes=[
         Mistake("embeddings not scaled by √d_model", _written_out(unscaled=True),
@@ -254,6 +261,11 @@ TRANSFORMER = Exercise(
         Mistake("norm_first not passed to the blocks", _blocks_post_norm,
                 "the final norms of a Pre-Norm model are there, but the blocks themselves are Post-Norm.",
                 "EncoderBlock(d_model, n_heads, d_ff, dropout, norm_first=norm_first), and the same for DecoderBlock"),
+        Mistake("dropout argument ignored", _dropout_ignored,
+                "the model is built with a `dropout` rate, for the dropout after the embeddings and inside every "
+                "block; in training mode yours drops nothing.",
+                "self.embed_dropout = nn.Dropout(dropout), and dropout=dropout for every EncoderBlock and "
+                "DecoderBlock"),
         Mistake("softmax applied to the logits", _written_out(softmax=True),
                 "the model returns logits, not probabilities: the loss applies log-softmax itself, and greedy "
                 "decoding needs only the argmax.", "return self.lm_head(x)  # no softmax"),
