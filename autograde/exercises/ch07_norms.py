@@ -30,7 +30,8 @@ NORM_LIBRARY = (F.layer_norm, torch.layer_norm, torch.native_layer_norm, nn.Laye
 
 # The shrink ladder starts at D = 2: with one feature the unbiased variance is NaN, which says less
 # than the D/(D−1) factor it shows at D = 2 (the hidden "one feature" case still tries D = 1).
-_SHAPES = [dict(B=1, T=1, D=2), dict(B=1, T=2, D=3), dict(B=2, T=3, D=5), dict(B=2, T=4, D=8)]
+# From D = 3: a LayerNorm over 2 features outputs ±1 whatever its input, and its gradient is 0.
+_SHAPES = [dict(B=1, T=1, D=3), dict(B=1, T=2, D=3), dict(B=2, T=3, D=5), dict(B=2, T=4, D=8)]
 _SIZES = random_dims(B=(1, 4), T=(1, 9), D=(1, 33))
 
 
@@ -108,6 +109,13 @@ def _ln_no_sqrt(x, weight, bias, eps=1e-5):
     return _finish_ln((xf - mean) / ((xf - mean).pow(2).mean(-1, keepdim=True) + eps), weight, bias, x)
 
 
+def _ln_statistics_detached(x, weight, bias, eps=1e-5):
+    xf = x.float()
+    mean = xf.mean(-1, keepdim=True).detach()
+    var = (xf - mean).pow(2).mean(-1, keepdim=True).detach()
+    return _finish_ln((xf - mean) / torch.sqrt(var + eps), weight, bias, x)
+
+
 def _ln_affine_swapped(x, weight, bias, eps=1e-5):
     return tfm_ref.layer_norm(x, bias, weight, eps)
 
@@ -154,6 +162,10 @@ LAYER_NORM_MISTAKES = [
     Mistake("divided by the variance instead of the standard deviation", _ln_no_sqrt,
             "the normaliser is the standard deviation √(var + ε), not the variance.",
             "(x − mean) / torch.sqrt(var + eps)."),
+    Mistake("mean and variance detached", _ln_statistics_detached,
+            "the mean and the variance depend on x too, and the gradient of x flows through them; detached (or "
+            "computed outside autograd) they cut that path, so the output is right and its gradient is not.",
+            "compute mean and var from x in the graph, without .detach(), .item() or torch.no_grad()."),
     Mistake("γ and β swapped", _ln_affine_swapped,
             "the weight γ scales and the bias β shifts; yours are the other way round.",
             "x̂ · weight + bias."),
