@@ -382,7 +382,7 @@ def _step_inputs(first_step: int, warmup: int, factor: float = 1.0, smoothing: f
 
 
 def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pad: bool = False,
-               smoothed: bool = True, from_one: bool = True, set_lr: bool = True, zero_grad: str = "before",
+               smoothed: bool = True, from_one: bool = True, set_lr: str = "before", zero_grad: str = "before",
                train_mode: bool = True, use_factor: bool = True):
     """A training step with one thing done wrong (the keywords say which)."""
     def step_fn(model, optimizer, batch, step, *, d_model, warmup, factor=1.0, smoothing=0.1):
@@ -402,15 +402,20 @@ def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pa
         else:
             loss = label_smoothed_cross_entropy(logits, target, epsilon, PAD_ID if ignore_pad else -100)
         lr = (factor if use_factor else 1.0) * noam_lr(step + 1 if from_one else step, d_model, warmup)
-        if set_lr:
+        def give_the_rate():
             for group in optimizer.param_groups:
                 group["lr"] = lr
+
+        if set_lr == "before":
+            give_the_rate()
         if zero_grad == "before":
             optimizer.zero_grad()
         loss.backward()
         if zero_grad == "between":
             optimizer.zero_grad()
         optimizer.step()
+        if set_lr == "after":
+            give_the_rate()
         return loss.item(), lr
     return step_fn
 
@@ -466,9 +471,13 @@ TRAIN_STEP = Exercise(
         Mistake("factor ignored", _step_with(use_factor=False),
                 "the schedule is scaled by `factor`: the rate is factor times the paper's.",
                 "lr = factor * noam_lr(step + 1, d_model, warmup)"),
-        Mistake("learning rate not given to the optimizer", _step_with(set_lr=False),
+        Mistake("learning rate not given to the optimizer", _step_with(set_lr="never"),
                 "computing the rate changes nothing until the optimizer uses it; yours kept its own (the check's "
                 "optimizer starts at lr = 1.0).", "for group in optimizer.param_groups: group['lr'] = lr"),
+        Mistake("learning rate given after the step", _step_with(set_lr="after"),
+                "optimizer.step() uses the rate its param_groups hold when it runs; set after it, each step takes "
+                "the previous step's rate, and the first the optimizer's own (the check's starts at lr = 1.0).",
+                "for group in optimizer.param_groups: group['lr'] = lr, before optimizer.step()"),
         Mistake("optimizer.zero_grad() forgotten", _step_with(zero_grad="never"),
                 "backward() adds to the gradients already there: without clearing them, each step also applies "
                 "the gradients of every earlier step (the first step is right, the second is not).",
