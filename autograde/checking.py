@@ -45,6 +45,7 @@ from typing import Any
 
 import torch
 
+from . import wire
 from .adapters import Dims, FunctionAdapter, ModuleAdapter
 from .comparison import Tolerance, compare, same
 from .display import indent, show, show_named
@@ -254,6 +255,10 @@ class LocalCandidate(Candidate):
         guard = (lambda: Forbid(exercise.forbidden, allowed=exercise.allowed)) if self.guarded else None
         outcome = evaluate(lambda: adapter.candidate(self.impl, dims, weights, case.dtype), call, grad=case.grad,
                            seed=seed, parameters=adapter.parameters, **({"guard": guard} if guard else {}))
+        try:  # what a graded run could not send back (a NumPy number, a Tensor subclass) fails here alike
+            wire.encode(outcome.output, [], path="your output")
+        except wire.WireError as error:
+            raise CheckFailed(str(error)) from None
         if outcome.changed:  # a right output from code that also spoils its caller's tensors is no pass
             named = call.named(exercise.arg_names)
             changed = " and ".join(f"`{named[i][0]}`" for i in outcome.changed)

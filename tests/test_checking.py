@@ -494,3 +494,14 @@ def test_mistakes_that_give_the_same_values_on_the_failing_input_are_told_apart_
     for seed in seeds:
         assert tied.run(_plus_one_or_two, guarded=False, seed=seed).mistake == "plus one or two"
         assert tied.run(_plus_one, guarded=False, seed=seed).mistake == "plus one"
+
+
+def test_an_output_a_graded_run_could_not_send_back_fails_in_the_notebook_too():
+    import numpy
+
+    def numpy_count(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
+        return numpy.prod([2, n_layers, n_kv_heads, head_dim, seq_len, batch, bytes_per_elem])
+
+    report = get_exercise("ch02_multihead.kv_cache_bytes").run(numpy_count)
+    assert not report.passed
+    assert "your output is a numpy.int64" in report.message and "convert NumPy values with int(...)" in report.message
