@@ -71,6 +71,11 @@ def _softmax_first_axis(x, dim=-1):
     return tfm_ref.softmax(x, dim=0)
 
 
+def _softmax_global_max(x, dim=-1):
+    exp = torch.exp(x - x.max())  # one maximum for the whole tensor: rows far below it underflow to 0/0
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
 def _softmax_whole_tensor(x, dim=-1):
     shifted = torch.exp(x - x.max())
     return shifted / shifted.sum()
@@ -96,7 +101,8 @@ SOFTMAX = Exercise(
         # Before the overflow: on an all −inf row both give NaN, and only this one is right on huge logits.
         Mistake("NaN for an all −inf row", plain_softmax,
                 "a row whose entries are all −inf (a query whose keys are all masked) has the maximum −inf, and "
-                "−inf − (−inf) is NaN; the course wants zeros for such a row.",
+                "−inf − (−inf) is NaN; with the maximum guarded, its exps sum to 0, and 0/0 is NaN too. The "
+                "course wants zeros for such a row.",
                 "replace a non-finite maximum by 0, torch.where(torch.isfinite(m), m, torch.zeros_like(m)), and "
                 "divide by 1 where the sum is 0."),
         Mistake("x.max(dim=…) used as a tensor", _softmax_max_pair,
@@ -113,6 +119,11 @@ SOFTMAX = Exercise(
         Mistake("softmax over the wrong axis (first axis)", _softmax_first_axis,
                 "you normalised over axis 0; each slice along `dim` must sum to 1.",
                 "reduce over dim=dim, not dim=0, with keepdim=True."),
+        Mistake("one maximum for the whole tensor", _softmax_global_max,
+                "subtracting any constant leaves a slice's softmax unchanged in exact arithmetic, but a slice far "
+                "below the tensor's maximum underflows: exp gives 0 for all of its entries, and 0/0 is NaN. Each "
+                "slice needs its own maximum.",
+                "x.amax(dim=dim, keepdim=True), not x.max()."),
         Mistake("normalised over the whole tensor", _softmax_whole_tensor,
                 "you divided by the sum of every element of the tensor; each slice along `dim` must sum to 1 on "
                 "its own.",
@@ -214,7 +225,7 @@ ATTENTION_MISTAKES = [
 
 _ATTENTION_SHAPES = [
     dict(B=1, T=1, S=1, Dk=1, Dv=1), dict(B=1, T=1, S=2, Dk=2, Dv=1), dict(B=1, T=2, S=2, Dk=2, Dv=2),
-    dict(B=1, T=2, S=3, Dk=4, Dv=2), dict(B=2, T=3, S=4, Dk=8, Dv=3),
+    dict(B=1, T=2, S=3, Dk=4, Dv=2), dict(B=2, T=3, S=4, Dk=8, Dv=5),  # T, S, Dk, Dv all differ: √T ≠ √d_v
 ]
 
 ATTENTION = Exercise(
@@ -229,7 +240,7 @@ ATTENTION = Exercise(
     hidden=[
         Case("output only (return_weights=False)", inputs=_attention_output_only),
         Case("random sizes", dims=random_dims(B=(1, 3), T=(1, 7), S=(1, 9), Dk=(1, 16), Dv=(1, 6))),
-        Case("batch and heads (B, H, T, Dk)", dims=dict(B=2, H=3, T=4, S=5, Dk=8, Dv=4)),
+        Case("batch and heads (B, H, T, Dk)", dims=dict(B=2, H=3, T=4, S=5, Dk=8, Dv=6)),
         Case("length-1 sequences", dims=dict(B=2, T=1, S=1, Dk=4, Dv=3)),
         Case("float64", dtype=torch.float64),
         Case("large scores", inputs=lambda gen, dims, dtype: _attention_inputs(gen, dims, dtype).scaled(30.0)),
@@ -276,8 +287,9 @@ MASK_MISTAKES = [
             "weight exactly 0.",
             "fill with float('-inf'), not 0."),
     Mistake("NaN for fully masked rows", attention_variant(softmax=plain_softmax),
-            "a query whose keys are all blocked has a row of −inf scores, and −inf − (−inf) is NaN in the "
-            "softmax; such a query must get zero weights and a zero output.",
+            "a query whose keys are all blocked has a row of −inf scores: −inf − (−inf) is NaN in the "
+            "softmax, and so is the 0/0 of a sum of exps that is 0; such a query must get zero weights and a "
+            "zero output.",
             "use a softmax that gives zeros for an all −inf row, as chapter 1's softmax does: a non-finite "
             "maximum replaced by 0, a zero sum by 1."),
     Mistake("mask=None not handled", attention_variant(masking="unguarded"),
@@ -300,7 +312,7 @@ MASKED_ATTENTION = Exercise(
     inputs=_masked_inputs,
     arg_names=("q", "k", "v", "mask"),
     shapes=[dict(B=1, T=1, S=2, Dk=2, Dv=1), dict(B=1, T=2, S=2, Dk=2, Dv=2), dict(B=1, T=2, S=3, Dk=4, Dv=2),
-            dict(B=2, T=3, S=5, Dk=8, Dv=3)],
+            dict(B=2, T=3, S=5, Dk=8, Dv=4)],
     visible=[Case("random padding-style mask, broadcast over heads")],
     hidden=[
         Case("causal mask (T, T)", inputs=_causal_inputs),
@@ -308,7 +320,7 @@ MASKED_ATTENTION = Exercise(
         Case("float16, fully masked rows", dtype=torch.float16,
              inputs=lambda gen, dims, dtype: _masked_inputs(gen, dims, dtype, empty_rows=True)),
         Case("random sizes", dims=random_dims(B=(1, 3), T=(1, 7), S=(1, 9), Dk=(1, 16), Dv=(1, 6))),
-        Case("mask=None still works", inputs=_attention_inputs, dims=dict(B=2, T=3, S=4, Dk=8, Dv=3)),
+        Case("mask=None still works", inputs=_attention_inputs, dims=dict(B=2, T=3, S=4, Dk=8, Dv=5)),
         Case("float64", dtype=torch.float64),
         Case("gradients", grad=True),
     ],

@@ -53,10 +53,11 @@ def _safe_divide(x: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
 
 
 def _fold(m, total, block, *, rescale_total: bool = True, inverted: bool = False, subtract_max: bool = True,
-          running_max: bool = True, safe: bool = True):
+          running_max: bool = True, safe: bool = True, max_of: torch.Tensor | None = None):
     """One step of the online softmax, right unless a keyword says otherwise: the new running max,
-    the shift used, the new running sum, the block's exponentials and the rescaling factor."""
-    block_max = block.amax(dim=-1, keepdim=True)
+    the shift used, the new running sum, the block's exponentials and the rescaling factor.
+    ``max_of``: the scores the block's maximum is taken from, if not ``block`` (before the mask, say)."""
+    block_max = (block if max_of is None else max_of).amax(dim=-1, keepdim=True)
     m_new = (torch.maximum(m, block_max) if running_max else block_max) if subtract_max else torch.zeros_like(m)
     shift = _finite_or_zero(m_new) if safe else m_new
     p = torch.exp(block - shift)
@@ -70,18 +71,27 @@ def _fold(m, total, block, *, rescale_total: bool = True, inverted: bool = False
 def _softmax_inputs(dim: int = -1, minus_inf: bool = False):
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
         x = randn(gen, dims["B"], dims["T"], dims["N"], dtype=dtype) * 3
-        if minus_inf:  # masked scores: whole leading blocks of some rows, and row 0 entirely
+        if minus_inf:  # masked scores: row 0 entirely, and row 1's first block (finite values after it)
             x = x.masked_fill(torch.rand(x.shape, generator=gen) < 0.4, NEG_INF)
             x[0, 0] = NEG_INF
+            if x.shape[1] > 1:
+                x[0, 1, :dims["K"]] = NEG_INF
+                x[0, 1, dims["K"]:] = x[0, 1, dims["K"]:].nan_to_num(neginf=0.0)
         return Call(x, dims["K"], dim=dim)
     return inputs
 
 
-def _online_variant(*, per_block: bool = False, drop_partial: bool = False, last_axis: bool = False, **fold):
+def _very_negative(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    x, block_size = _softmax_inputs()(gen, dims, dtype).args
+    return Call(x - 1000.0, block_size, dim=-1)  # every logit far below 0
+
+
+def _online_variant(*, per_block: bool = False, drop_partial: bool = False, last_axis: bool = False,
+                    m_start: float = NEG_INF, **fold):
     """The online softmax with one thing done wrong (the keywords, and those of `_fold`, say which)."""
     def online_softmax(x, block_size, dim=-1):
         row = x.movedim(-1 if last_axis else dim, -1)  # (…, N)
-        m = torch.full((*row.shape[:-1], 1), NEG_INF, dtype=x.dtype)  # (…, 1)
+        m = torch.full((*row.shape[:-1], 1), m_start, dtype=x.dtype)  # (…, 1)
         total = torch.zeros_like(m)
         shift, pieces = torch.zeros_like(m), []
         for start in _starts(row.shape[-1], block_size, drop_partial):
@@ -112,7 +122,9 @@ ONLINE_SOFTMAX = Exercise(
         Case("length-1 rows", dims=dict(B=2, T=3, N=1, K=2)),
         # Before the −inf rows: exp without the maximum fails both, and the overflow names it.
         Case("huge logits", inputs=lambda gen, dims, dtype: _softmax_inputs()(gen, dims, dtype).scaled(1e3)),
-        Case("−inf entries and an all −inf row", inputs=_softmax_inputs(minus_inf=True), dims=dict(B=2, T=3, N=9, K=2)),
+        Case("−inf entries, an all −inf row, and a row whose first block is all −inf",
+             inputs=_softmax_inputs(minus_inf=True), dims=dict(B=2, T=3, N=9, K=2)),
+        Case("very negative logits (all near −1000)", inputs=_very_negative),
         Case("float64", dtype=torch.float64),
         Case("gradients", grad=True),
     ],
@@ -131,6 +143,11 @@ ONLINE_SOFTMAX = Exercise(
         Mistake("blocks taken along the last axis (dim ignored)", _online_variant(last_axis=True),
                 "the softmax runs along `dim`; yours always runs along the last axis.",
                 "x.movedim(dim, -1) puts that axis last, and .movedim(-1, dim) puts it back."),
+        # Before the next: on logits all below 0 the two are alike, and only this one survives huge logits.
+        Mistake("running maximum started at 0", _online_variant(m_start=0.0),
+                "the running maximum starts at −inf, below every logit; started at 0, it never falls below 0, so "
+                "a row of logits far below 0 is shifted by 0 instead of its maximum: its exps underflow to 0.",
+                "m = torch.full(..., float('-inf')) (and subtract 0 where m is still −inf)."),
         Mistake("exp without subtracting the running maximum", _online_variant(subtract_max=False),
                 "exp(x) overflows to inf for large logits (exp(1000) = inf, and inf/inf = NaN).",
                 "take every exponent relative to the running maximum m, so that it is ≤ 0: exp(x_blk − m_new)."),
@@ -177,19 +194,25 @@ def _tiled_inputs(mask: str = "random"):
             "causal": lambda: tfm_ref.causal_mask(dims["T"], dims["S"]),  # (T, S), aligned to the end
             "padding": lambda: tfm_ref.key_mask(
                 tfm_ref.padding_mask(torch.randint(1, dims["S"] + 1, (dims["B"],), generator=gen), dims["S"])),
+            "padded top key": lambda: tfm_ref.key_mask(
+                tfm_ref.padding_mask(torch.randint(1, max(dims["S"], 2), (dims["B"],), generator=gen), dims["S"])),
         }[mask]()
+        if mask == "padded top key":  # the last key, always padding, scores far above the rest for query 0
+            k[..., -1, :] = 1000 * q[..., 0, :]
         return Call(q, k, v, made, q_tile=dims["QT"], k_tile=dims["KT"])
     return inputs
 
 
 def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool = False, drop_partial: bool = False,
                    short_key_tiles: bool = False, use_mask: bool = True, fill: float = NEG_INF, scaled: bool = True,
-                   **fold):
+                   max_before_mask: bool = False, expand_mask: bool = True, inverted_mask: bool = False, **fold):
     """Tiled attention with one thing done wrong (the keywords, and those of `_fold`, say which)."""
     def tiled_attention(q, k, v, mask=None, *, q_tile=64, k_tile=64):
         n_queries, n_keys = q.shape[-2], k.shape[-2]
-        if mask is not None:
+        if mask is not None and expand_mask:
             mask = mask.expand(torch.broadcast_shapes(mask.shape, (*q.shape[:-1], n_keys)))  # (…, T, S)
+        if mask is not None and inverted_mask:
+            mask = ~mask
         scale = 1 / math.sqrt(q.shape[-1]) if scaled else 1.0
         width = k_tile - 1 if short_key_tiles else k_tile
         rows = []
@@ -198,10 +221,10 @@ def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool = False, dro
             m = torch.full((*q_blk.shape[:-1], 1), NEG_INF, dtype=q.dtype)  # (…, Tq, 1)
             total, out = torch.zeros_like(m), torch.zeros(*q_blk.shape[:-1], v.shape[-1], dtype=q.dtype)
             for j in _starts(n_keys, k_tile, drop_partial):
-                scores = q_blk @ k[..., j:j + width, :].transpose(-2, -1) * scale  # (…, Tq, Sk)
+                scores = raw = q_blk @ k[..., j:j + width, :].transpose(-2, -1) * scale  # (…, Tq, Sk)
                 if mask is not None and use_mask:
                     scores = scores.masked_fill(~mask[..., i:i + q_tile, j:j + width], fill)
-                m, _, total, p, factor = _fold(m, total, scores, **fold)
+                m, _, total, p, factor = _fold(m, total, scores, max_of=raw if max_before_mask else None, **fold)
                 contribution = p @ v[..., j:j + width, :]  # (…, Tq, Dv)
                 if divide_inside:  # normalised at every tile, by the sum so far
                     contribution = _safe_divide(contribution, total)
@@ -242,6 +265,7 @@ TILED_ATTENTION = Exercise(
         Case("causal mask, T < S (aligned to the end)", inputs=_tiled_inputs("causal"),
              dims=dict(B=2, H=2, T=5, S=8, Dk=4, Dv=3, QT=2, KT=3)),
         Case("key padding mask (B, 1, 1, S)", inputs=_tiled_inputs("padding")),
+        Case("a padded key that would score far above the visible ones", inputs=_tiled_inputs("padded top key")),
         Case("fully masked rows", inputs=_tiled_inputs("empty rows")),
         Case("mask=None", inputs=_tiled_inputs("none")),
         Case("length 1 (T = S = 1)", dims=dict(B=2, H=2, T=1, S=1, Dk=4, Dv=3, QT=2, KT=3)),
@@ -267,6 +291,27 @@ TILED_ATTENTION = Exercise(
                 "a tile starting at j holds keys j … j + k_tile − 1; yours stops one key early, so a key between "
                 "tiles is never seen.",
                 "slice k[..., j:j + k_tile, :] (the end is exclusive), and the same for v and the mask."),
+        Mistake("running maximum updated before the rescaling factor", _tiled_variant(rescale_total=False,
+                                                                                      rescale_out=False),
+                "neither ℓ nor the output accumulator was rescaled when a tile raised the maximum: the factor "
+                "exp(m_old − m_new) needs the old maximum, and with m updated first it is exp(0) = 1.",
+                "factor = torch.exp(m - m_new) first, then ℓ = ℓ · factor + …, o = o · factor + …, and only then "
+                "m = m_new."),
+        Mistake("running maximum taken before the mask", _tiled_variant(max_before_mask=True),
+                "the maximum must come from the scores a row may see: taken before masking, a masked key with a "
+                "large score sets it, and the visible keys' exp(s − m) underflow to 0.",
+                "fill the masked scores with -inf first, then take the tile's maximum."),
+        Mistake("a broadcast mask sliced without expanding it", _tiled_variant(expand_mask=False),
+                "a mask that broadcasts, such as a (B, 1, 1, S) padding mask, has one row for every query: sliced "
+                "by query tiles, mask[..., i:i + q_tile, :], it is empty past the first tile.",
+                "mask = mask.expand(*q.shape[:-1], k.shape[-2]) before the loops, then slice it."),
+        Mistake("mask polarity inverted", _tiled_variant(inverted_mask=True),
+                "in this course True means 'may attend' (as in F.scaled_dot_product_attention); you blocked the "
+                "True positions.",
+                "fill where the mask is False: scores.masked_fill(~mask_tile, float('-inf'))."),
+        Mistake("masked scores set to 0 instead of -inf", _tiled_variant(fill=0.0),
+                "a blocked score of 0 still gets the weight exp(0 − m); a blocked key must get weight exactly 0.",
+                "fill with float('-inf'), not 0."),
         Mistake("mask ignored", _tiled_variant(use_mask=False),
                 "the mask is not applied to the tiles' scores, so masked keys still get weight.",
                 "fill the masked scores of every tile with -inf: mask[..., i:i + q_tile, j:j + k_tile], after "
@@ -311,9 +356,9 @@ def _cache_sizes(gen: torch.Generator) -> dict[str, int]:
 
 
 def _cache_variant(*, prepend: bool = False, causal: str = "end", update: bool = True, use_cache: bool = True,
-                   store_repeated: bool = False, tile_heads: bool = False):
+                   store_repeated: bool = False, tile_heads: bool = False, detached: bool = False):
     """One decoding step with one thing done wrong. ``causal``: "end" right, "start" (the triangle
-    of a square mask), "none", or "strict" (a position does not see itself)."""
+    of a square mask), "none", "strict" (a position does not see itself) or "ahead" (it sees the next)."""
     def cached_attention(q, k, v, k_cache, v_cache):
         n_rep = q.shape[1] // k.shape[1]
         repeat = _repeat_tiled if tile_heads else tfm_ref.repeat_kv
@@ -324,9 +369,12 @@ def _cache_variant(*, prepend: bool = False, causal: str = "end", update: bool =
         keys, values = torch.cat(parts[:2], dim=-2), torch.cat(parts[2:], dim=-2)  # (B, G, S + T, Dh)
         seen_k, seen_v = (keys, values) if use_cache else (k, v)
         n_new, n_all = q.shape[-2], seen_k.shape[-2]
-        offset = {"end": n_all - n_new, "start": 0, "strict": n_all - n_new - 1, "none": n_all}[causal]
+        offset = {"end": n_all - n_new, "start": 0, "strict": n_all - n_new - 1, "ahead": n_all - n_new + 1,
+                  "none": n_all}[causal]
         mask = torch.ones(n_new, n_all, dtype=torch.bool).tril(diagonal=offset)  # (T, S + T)
         out = tfm_ref.scaled_dot_product_attention(q, repeat(seen_k, n_rep), repeat(seen_v, n_rep), mask)
+        if detached:
+            keys, values = keys.detach(), values.detach()
         return (out, keys, values) if update else (out, k_cache, v_cache)
     return cached_attention
 
@@ -370,6 +418,9 @@ CACHED_ATTENTION = Exercise(
                 "query i sees keys 0 … S + i, its own key included; the first token of a sequence sees only "
                 "itself.",
                 "tril(diagonal=S), not diagonal=S − 1."),
+        Mistake("a new position sees the next one", _cache_variant(causal="ahead"),
+                "query i sees keys 0 … S + i and no further; yours also sees key S + i + 1, the position after it.",
+                "tril(diagonal=S), not diagonal=S + 1."),
         Mistake("earlier positions ignored (only the new keys attended)", _cache_variant(use_cache=False),
                 "the new queries attend over the whole sequence so far, not over the new positions alone.",
                 "attend over the cache after appending: (B, G, S + T, Dh), the cached keys and values followed by "
@@ -377,6 +428,10 @@ CACHED_ATTENTION = Exercise(
         Mistake("cache returned without the new positions", _cache_variant(update=False),
                 "the next step needs this step's keys and values; the cache you return lacks them.",
                 "return the cache after appending, (B, G, S + T, Dh)."),
+        Mistake("returned cache detached", _cache_variant(detached=True),
+                "the returned cache is what the next step attends over, so the gradient reaches k and v through "
+                "it as well; .detach() cuts that path (the values are right, the gradients are not).",
+                "return torch.cat([k_cache, k], dim=-2) as it is, without .detach()."),
         Mistake("cache stores the repeated heads", _cache_variant(store_repeated=True),
                 "storing H heads throws away GQA's memory saving (the cache would be H/G times larger).",
                 "keep G key/value heads in the cache, and repeat them to H only for attending."),
