@@ -32,7 +32,6 @@ __all__ = ["ONLINE_SOFTMAX", "TILED_ATTENTION", "CACHED_ATTENTION", "EXERCISES"]
 # Library code that would find the softmax's normaliser or do the attention for the student.
 EFFICIENT_LIBRARY = (
     *SOFTMAX_LIBRARY, *ATTENTION_LIBRARY,
-    torch.logsumexp, torch.Tensor.logsumexp, torch.special.logsumexp, torch._safe_softmax, torch._masked_softmax,
     torch._scaled_dot_product_attention_math, torch._scaled_dot_product_flash_attention,
     torch._scaled_dot_product_flash_attention_for_cpu, torch._scaled_dot_product_efficient_attention,
 )
