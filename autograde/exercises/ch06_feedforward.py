@@ -7,7 +7,8 @@ Each exercise is checked against `tfm_ref`; each `Mistake` is a broken version a
 plausibly writes, with the hint its failure gives (`tests/test_exercises.py` proves it).
 
 Shapes: B batch · T positions · D model width · F hidden width.
-Case flags in the sizes: ``gelu`` (present: GELU instead of ReLU), ``bias`` / ``nobias``.
+Case flags in the sizes: ``gelu`` (present: GELU instead of ReLU), ``bias`` / ``nobias``, ``training``
+(training mode with dropout 0.3: both sides draw the same dropout masks).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 import tfm_ref
 from tfm_ref.blocks import make_ffn
 
+from ..adapters import TRAINING
 from ..checking import Call, Case, Exercise, Mistake, ModuleAdapter, randn, random_dims
 
 __all__ = ["FEED_FORWARD", "SWIGLU", "HIDDEN_SIZE", "PARAMETER_COUNT", "EXERCISES", "ffn_parameter_count"]
@@ -60,6 +62,24 @@ class _AlwaysRelu(tfm_ref.FeedForward):
         return self.down_proj(F.relu(self.up_proj(x)))
 
 
+def _dropout(dims) -> dict:
+    return {"dropout": 0.3 if dims.get(TRAINING) else 0.0}
+
+
+class _FeedForwardNoDropout(tfm_ref.FeedForward):
+    def forward(self, x):
+        return self.down_proj(tfm_ref.feedforward.ACTIVATIONS[self.activation](self.up_proj(x)))
+
+
+class _FeedForwardDropoutOnOutput(tfm_ref.FeedForward):
+    def forward(self, x):
+        return self.dropout(self.down_proj(tfm_ref.feedforward.ACTIVATIONS[self.activation](self.up_proj(x))))
+
+
+_DROPOUT_IGNORED = ("the module is built with a `dropout` rate for its hidden layer; in training mode yours "
+                    "drops nothing.")
+
+
 class _TanhGelu(tfm_ref.FeedForward):
     def forward(self, x):
         hidden = self.up_proj(x)
@@ -73,7 +93,7 @@ FEED_FORWARD = Exercise(
     reference=tfm_ref.FeedForward,
     adapter=ModuleAdapter(lambda dims: dict(d_model=dims["D"], d_ff=dims["F"],
                                             activation="gelu" if dims.get("gelu") else "relu",
-                                            bias=not dims.get("nobias"))),
+                                            bias=not dims.get("nobias"), **_dropout(dims))),
     inputs=_tokens,
     arg_names=("x",),
     shapes=_MODULE_SHAPES,
@@ -84,6 +104,7 @@ FEED_FORWARD = Exercise(
         Case("one position", dims=dict(B=1, T=1, D=6, F=24)),
         Case("no biases (bias=False)", dims=dict(B=2, T=3, D=8, F=16, nobias=1)),
         Case("gradients, GELU", dims=dict(B=2, T=3, D=8, F=16, gelu=1), grad=True),
+        Case("training mode, dropout=0.3, GELU", dims=dict(B=2, T=3, D=8, F=16, gelu=1, training=1)),
     ],
     mistakes=[
         Mistake("activation after the second linear", _ActivationAfterSecond,
@@ -103,6 +124,12 @@ FEED_FORWARD = Exercise(
         Mistake("activation argument ignored (always ReLU)", _AlwaysRelu,
                 "the `activation` argument chooses the nonlinearity; yours is ReLU whatever it says.",
                 "store it in __init__: F.relu for \"relu\", F.gelu for \"gelu\"."),
+        Mistake("dropout argument ignored", _FeedForwardNoDropout, _DROPOUT_IGNORED,
+                "self.dropout = nn.Dropout(dropout) in __init__, and down_proj(self.dropout(act(up_proj(x))))."),
+        Mistake("dropout on the output instead of the hidden layer", _FeedForwardDropoutOnOutput,
+                "the FFN's dropout goes on the hidden activations, between the two linear maps (as in "
+                "nn.TransformerEncoderLayer); the block's residual dropout takes care of the output.",
+                "down_proj(self.dropout(act(up_proj(x)))), with nothing after down_proj."),
         Mistake("tanh approximation of GELU", _TanhGelu,
                 "tfm_ref and nn.Transformer use the exact GELU, x·Φ(x) with the erf; yours is the tanh "
                 "approximation.",
@@ -133,6 +160,11 @@ class _SiluOfProduct(tfm_ref.SwiGLU):
         return self.down_proj(F.silu(self.gate_proj(x) * self.up_proj(x)))
 
 
+class _SwiGLUNoDropout(tfm_ref.SwiGLU):
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
 class _NoDownProjection(tfm_ref.SwiGLU):
     def forward(self, x):
         return F.silu(self.gate_proj(x)) * self.up_proj(x)
@@ -142,7 +174,8 @@ SWIGLU = Exercise(
     name="SwiGLU",
     key="swiglu",
     reference=tfm_ref.SwiGLU,
-    adapter=ModuleAdapter(lambda dims: dict(d_model=dims["D"], d_hidden=dims["F"], bias=bool(dims.get("bias")))),
+    adapter=ModuleAdapter(lambda dims: dict(d_model=dims["D"], d_hidden=dims["F"], bias=bool(dims.get("bias")),
+                                            **_dropout(dims))),
     inputs=_tokens,
     arg_names=("x",),
     shapes=_MODULE_SHAPES,
@@ -153,6 +186,7 @@ SWIGLU = Exercise(
         Case("with biases (bias=True)", dims=dict(B=2, T=3, D=8, F=16, bias=1)),
         Case("large inputs", inputs=lambda gen, dims, dtype: _tokens(gen, dims, dtype).scaled(10.0)),
         Case("gradients", grad=True),
+        Case("training mode, dropout=0.3", dims=dict(B=2, T=3, D=8, F=16, training=1)),
     ],
     mistakes=[
         Mistake("SiLU on the up branch (gate and up swapped)", _SiluOnUp,
@@ -170,6 +204,8 @@ SWIGLU = Exercise(
         Mistake("missing down projection", _NoDownProjection,
                 "the hidden (B, T, F) product must be mapped back to the model width; yours is returned as it is.",
                 "self.down_proj(F.silu(gate) * up)."),
+        Mistake("dropout argument ignored", _SwiGLUNoDropout, _DROPOUT_IGNORED,
+                "self.dropout = nn.Dropout(dropout) in __init__, and self.down_proj(self.dropout(F.silu(gate) * up))."),
     ],
 )
 

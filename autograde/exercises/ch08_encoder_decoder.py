@@ -33,6 +33,7 @@ from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
 
 from .. import wire
+from ..adapters import TRAINING
 from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
 from ._modules import PerturbedModuleAdapter, functions_of
 from .ch07_norms import (
@@ -52,7 +53,17 @@ BLOCK_LIBRARY = (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.Tran
 BUILDING_BLOCKS = tuple(functions_of(tfm_ref.MultiHeadAttention, tfm_ref.FeedForward, tfm_ref.LayerNorm))
 
 _BLOCK_KWARGS = PerturbedModuleAdapter(lambda dims: dict(d_model=dims["D"], n_heads=dims["H"], d_ff=dims["F"],
-                                                         dropout=0.0, norm_first=bool(dims.get("pre"))))
+                                                         dropout=0.3 if dims.get(TRAINING) else 0.0,
+                                                         norm_first=bool(dims.get("pre"))))
+
+
+def _dropout_not_passed_on(block: type):
+    """The block, with the dropout rate it was given not passed on to its parts."""
+    return lambda *args, **kwargs: block(*args, **{**kwargs, "dropout": 0.0})
+
+
+_DROPOUT_NOT_PASSED_ON = ("the block is built with a `dropout` rate for its attention, its FFN and both residual "
+                          "branches; in training mode yours drops nothing.")
 
 
 def _padding(gen: torch.Generator, batch: int, length: int) -> torch.Tensor:
@@ -156,8 +167,12 @@ ENCODER_BLOCK = Exercise(
         Case("one position", dims=dict(B=2, S=1, D=8, H=2, F=16)),
         Case("float64 weights and inputs, Pre-Norm", dims=dict(B=2, S=4, D=8, H=2, F=16, pre=1), dtype=torch.float64),
         Case("gradients (input and every parameter), Pre-Norm", dims=dict(B=2, S=4, D=8, H=2, F=16, pre=1), grad=True),
+        Case("training mode, dropout=0.3", dims=dict(B=2, S=4, D=8, H=2, F=16, training=1)),
     ],
     mistakes=[
+        Mistake("dropout not passed on", _dropout_not_passed_on(tfm_ref.EncoderBlock), _DROPOUT_NOT_PASSED_ON,
+                "MultiHeadAttention(d_model, n_heads, dropout=dropout), FeedForward(d_model, d_ff, dropout=dropout) "
+                "and Residual(LayerNorm(d_model), dropout, norm_first) for each sublayer."),
         Mistake("padding mask ignored", _encoder_with(residual, use_mask=False),
                 "the mask does not reach the self-attention, so padded positions are attended.",
                 "pass it on: lambda h: self.self_attn(h, mask=mask)."),
@@ -242,8 +257,12 @@ DECODER_BLOCK = Exercise(
         Case("float64 weights and inputs", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16), dtype=torch.float64),
         Case("gradients (inputs, memory and every parameter), Pre-Norm", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, pre=1),
              grad=True),
+        Case("training mode, dropout=0.3", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, training=1)),
     ],
     mistakes=[
+        Mistake("dropout not passed on", _dropout_not_passed_on(tfm_ref.DecoderBlock), _DROPOUT_NOT_PASSED_ON,
+                "dropout=dropout for both attentions and the FFN, and Residual(LayerNorm(d_model), dropout, "
+                "norm_first) for each sublayer."),
         Mistake("self_mask and cross_mask swapped", _DecoderMasksSwapped,
                 "the look-ahead self_mask (T × T) belongs to the masked self-attention, the source padding "
                 "cross_mask (T × S) to the cross-attention; yours gives each attention the other's mask.",
