@@ -9,10 +9,14 @@ LayerNorm has γ = 1 and β = 0, so a student who applies γ and β in the wrong
 one block's norm in place of another's, would still match the reference. Perturbing them
 (from the case's seeded RNG, before the weights are copied into the student's module) makes
 such mistakes visible.
+
+`built_without_dropout` makes the mistake of a module that ignores its ``dropout``, which the
+cases in training mode (`autograde.adapters.TRAINING`) show.
 """
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -20,7 +24,7 @@ from torch import nn
 from ..adapters import AS_BUILT
 from ..checking import ModuleAdapter
 
-__all__ = ["PerturbedModuleAdapter", "functions_of"]
+__all__ = ["PerturbedModuleAdapter", "built_without_dropout", "functions_of"]
 
 
 class PerturbedModuleAdapter(ModuleAdapter):
@@ -36,6 +40,12 @@ class PerturbedModuleAdapter(ModuleAdapter):
                 if parameter.dim() == 1:
                     parameter.add_(0.3 * torch.randn_like(parameter))  # the framework seeds the RNG per case
         return module
+
+
+def built_without_dropout(build: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
+    """``build`` with the dropout rate it is given not passed on: a module that ignores its ``dropout``
+    (which only a case in training mode shows)."""
+    return lambda *args, **kwargs: build(*args, **{**kwargs, "dropout": 0.0})
 
 
 def functions_of(*owners: object) -> list[types.FunctionType]:

@@ -22,6 +22,7 @@ from tfm_ref.blocks import make_ffn
 
 from ..adapters import TRAINING
 from ..checking import Call, Case, Exercise, Mistake, ModuleAdapter, randn, random_dims
+from ._modules import built_without_dropout
 
 __all__ = ["FEED_FORWARD", "SWIGLU", "HIDDEN_SIZE", "PARAMETER_COUNT", "EXERCISES", "ffn_parameter_count"]
 
@@ -64,11 +65,6 @@ class _AlwaysRelu(tfm_ref.FeedForward):
 
 def _dropout(dims) -> dict:
     return {"dropout": 0.3 if dims.get(TRAINING) else 0.0}
-
-
-class _FeedForwardNoDropout(tfm_ref.FeedForward):
-    def forward(self, x):
-        return self.down_proj(tfm_ref.feedforward.ACTIVATIONS[self.activation](self.up_proj(x)))
 
 
 class _FeedForwardDropoutOnOutput(tfm_ref.FeedForward):
@@ -124,7 +120,7 @@ FEED_FORWARD = Exercise(
         Mistake("activation argument ignored (always ReLU)", _AlwaysRelu,
                 "the `activation` argument chooses the nonlinearity; yours is ReLU whatever it says.",
                 "store it in __init__: F.relu for \"relu\", F.gelu for \"gelu\"."),
-        Mistake("dropout argument ignored", _FeedForwardNoDropout, _DROPOUT_IGNORED,
+        Mistake("dropout argument ignored", built_without_dropout(tfm_ref.FeedForward), _DROPOUT_IGNORED,
                 "self.dropout = nn.Dropout(dropout) in __init__, and down_proj(self.dropout(act(up_proj(x))))."),
         Mistake("dropout on the output instead of the hidden layer", _FeedForwardDropoutOnOutput,
                 "the FFN's dropout goes on the hidden activations, between the two linear maps (as in "
@@ -158,11 +154,6 @@ class _ReluGate(tfm_ref.SwiGLU):
 class _SiluOfProduct(tfm_ref.SwiGLU):
     def forward(self, x):
         return self.down_proj(F.silu(self.gate_proj(x) * self.up_proj(x)))
-
-
-class _SwiGLUNoDropout(tfm_ref.SwiGLU):
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class _NoDownProjection(tfm_ref.SwiGLU):
@@ -204,7 +195,7 @@ SWIGLU = Exercise(
         Mistake("missing down projection", _NoDownProjection,
                 "the hidden (B, T, F) product must be mapped back to the model width; yours is returned as it is.",
                 "self.down_proj(F.silu(gate) * up)."),
-        Mistake("dropout argument ignored", _SwiGLUNoDropout, _DROPOUT_IGNORED,
+        Mistake("dropout argument ignored", built_without_dropout(tfm_ref.SwiGLU), _DROPOUT_IGNORED,
                 "self.dropout = nn.Dropout(dropout) in __init__, and self.down_proj(self.dropout(F.silu(gate) * up))."),
     ],
 )

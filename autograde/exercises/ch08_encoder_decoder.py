@@ -35,7 +35,7 @@ from tfm_ref.schedule import noam_lr
 from .. import wire
 from ..adapters import TRAINING
 from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
-from ._modules import PerturbedModuleAdapter, functions_of
+from ._modules import PerturbedModuleAdapter, built_without_dropout, functions_of
 from .ch07_norms import (
     _res_always_post,
     _res_always_pre,
@@ -55,11 +55,6 @@ BUILDING_BLOCKS = tuple(functions_of(tfm_ref.MultiHeadAttention, tfm_ref.FeedFor
 _BLOCK_KWARGS = PerturbedModuleAdapter(lambda dims: dict(d_model=dims["D"], n_heads=dims["H"], d_ff=dims["F"],
                                                          dropout=0.3 if dims.get(TRAINING) else 0.0,
                                                          norm_first=bool(dims.get("pre"))))
-
-
-def _dropout_not_passed_on(block: type):
-    """The block, with the dropout rate it was given not passed on to its parts."""
-    return lambda *args, **kwargs: block(*args, **{**kwargs, "dropout": 0.0})
 
 
 _DROPOUT_NOT_PASSED_ON = ("the block is built with a `dropout` rate for its attention, its FFN and both residual "
@@ -170,7 +165,7 @@ ENCODER_BLOCK = Exercise(
         Case("training mode, dropout=0.3", dims=dict(B=2, S=4, D=8, H=2, F=16, training=1)),
     ],
     mistakes=[
-        Mistake("dropout not passed on", _dropout_not_passed_on(tfm_ref.EncoderBlock), _DROPOUT_NOT_PASSED_ON,
+        Mistake("dropout not passed on", built_without_dropout(tfm_ref.EncoderBlock), _DROPOUT_NOT_PASSED_ON,
                 "MultiHeadAttention(d_model, n_heads, dropout=dropout), FeedForward(d_model, d_ff, dropout=dropout) "
                 "and Residual(LayerNorm(d_model), dropout, norm_first) for each sublayer."),
         Mistake("padding mask ignored", _encoder_with(residual, use_mask=False),
@@ -260,7 +255,7 @@ DECODER_BLOCK = Exercise(
         Case("training mode, dropout=0.3", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, training=1)),
     ],
     mistakes=[
-        Mistake("dropout not passed on", _dropout_not_passed_on(tfm_ref.DecoderBlock), _DROPOUT_NOT_PASSED_ON,
+        Mistake("dropout not passed on", built_without_dropout(tfm_ref.DecoderBlock), _DROPOUT_NOT_PASSED_ON,
                 "dropout=dropout for both attentions and the FFN, and Residual(LayerNorm(d_model), dropout, "
                 "norm_first) for each sublayer."),
         Mistake("self_mask and cross_mask swapped", _DecoderMasksSwapped,

@@ -45,7 +45,7 @@ from tfm_ref.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
 from ..adapters import TRAINING
 from ..checking import Call, Case, Exercise, FunctionAdapter, Mistake, random_dims
 from ..display import brief
-from ._modules import PerturbedModuleAdapter, functions_of
+from ._modules import PerturbedModuleAdapter, built_without_dropout, functions_of
 from .ch08_encoder_decoder import GREEDY as CACHED_GREEDY
 from .ch08_encoder_decoder import MODEL_METHODS, _RandomTransformer
 
@@ -180,10 +180,6 @@ _REPEATED = (("`[Block(...)] * n` repeats one block, with one set of weights, in
              "nn.ModuleList([EncoderBlock(...) for _ in range(n_encoder_layers)])  # a new block each; decoder too")
 
 
-def _dropout_ignored(*args, **kwargs):
-    return transformer(*args, **{**kwargs, "dropout": 0.0})
-
-
 def _blocks_post_norm(*args, **kwargs):
     model = transformer(*args, **kwargs)
     for module in model.modules():
@@ -261,7 +257,7 @@ TRANSFORMER = Exercise(
         Mistake("norm_first not passed to the blocks", _blocks_post_norm,
                 "the final norms of a Pre-Norm model are there, but the blocks themselves are Post-Norm.",
                 "EncoderBlock(d_model, n_heads, d_ff, dropout, norm_first=norm_first), and the same for DecoderBlock"),
-        Mistake("dropout argument ignored", _dropout_ignored,
+        Mistake("dropout argument ignored", built_without_dropout(transformer),
                 "the model is built with a `dropout` rate, for the dropout after the embeddings and inside every "
                 "block; in training mode yours drops nothing.",
                 "self.embed_dropout = nn.Dropout(dropout), and dropout=dropout for every EncoderBlock and "
@@ -384,7 +380,9 @@ def _step_inputs(first_step: int, warmup: int, factor: float = 1.0, smoothing: f
 def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pad: bool = False,
                smoothed: bool = True, from_one: bool = True, set_lr: str = "before", zero_grad: str = "before",
                train_mode: bool = True, use_factor: bool = True):
-    """A training step with one thing done wrong (the keywords say which)."""
+    """A training step with one thing done wrong (the keywords say which). ``set_lr``: the rate given to
+    the optimizer "before" its step (right), "after" it, or "never"; ``zero_grad``: "before" backward
+    (right), "between" backward and the step, or "never"."""
     def step_fn(model, optimizer, batch, step, *, d_model, warmup, factor=1.0, smoothing=0.1):
         if train_mode:
             model.train()
@@ -402,6 +400,7 @@ def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pa
         else:
             loss = label_smoothed_cross_entropy(logits, target, epsilon, PAD_ID if ignore_pad else -100)
         lr = (factor if use_factor else 1.0) * noam_lr(step + 1 if from_one else step, d_model, warmup)
+
         def give_the_rate():
             for group in optimizer.param_groups:
                 group["lr"] = lr
