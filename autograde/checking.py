@@ -124,6 +124,8 @@ class Exercise:
         output_names: what each item of a tuple output is, in messages (``("output", "weights")``).
         offsets: keys of ``shapes`` that place the input rather than size it (``O``, the positions
             already decoded): shrinking sets them too, but an offset of 0 is not a small input.
+        input_note: how the shown input reaches the student's function, where the check calls it
+            through a wrapper (train_step, once per stacked batch).
     """
 
     name: str
@@ -143,6 +145,7 @@ class Exercise:
     uses: Sequence[Exercise] = ()
     output_names: Sequence[str] = ()
     offsets: Sequence[str] = ()
+    input_note: str = ""
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -340,6 +343,8 @@ class _Failure:
         lines += ["", f"Smallest failing input ({details}):"]
         if built:
             lines.append(indent(f"built as {built}"))
+        if exercise.input_note:
+            lines.append(indent(f"({exercise.input_note})"))
         lines.append(indent(self.call.describe(exercise.arg_names)))
         if self.gradient is not None:
             name = gradient_names(exercise, self.call, self.weights)[self.gradient]

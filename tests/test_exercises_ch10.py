@@ -179,3 +179,12 @@ def test_a_loop_that_feeds_the_decoder_only_its_newest_token_fails_on_every_seed
     for seed in range(40):
         report = chapter.GREEDY.run(newest_only, hidden=True, guarded=False, seed=seed)
         assert report.mistake == "only the newest token fed, and nothing kept of the rest", (seed, report.message)
+
+
+def test_a_failing_step_says_how_the_stacked_batches_reach_train_step():
+    def never_sets_the_rate(model, optimizer, batch, step, *, d_model, warmup, factor=1.0, smoothing=0.1):
+        return chapter._step_with(set_lr="never")(model, optimizer, batch, step, d_model=d_model, warmup=warmup,
+                                                  factor=factor, smoothing=smoothing)
+
+    message = chapter.TRAIN_STEP.run(never_sets_the_rate, guarded=False, seed=0).message
+    assert "(called once for each batch i, as train_step(model, optimizer, {'src': src[i]," in message

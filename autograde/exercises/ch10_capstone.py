@@ -493,6 +493,8 @@ TRAIN_STEP = Exercise(
     forbidden=(train_step,),  # written here, not in tfm_ref, so not forbidden by default
     allowed=TRAINING_PIECES,
     output_names=("loss of each step", "learning rate of each step", "size of each step's update ‖Δθ‖"),
+    input_note="called once for each batch i, as train_step(model, optimizer, {'src': src[i], 'src_mask': "
+               "src_mask[i], 'tgt': tgt[i]}, first_step + i, …), with an SGD optimizer at lr = 1.0",
 )
 
 
@@ -626,6 +628,8 @@ FIT = Exercise(
     allowed=TRAINING_PIECES,
     uses=(TRAIN_STEP,),
     output_names=("loss of each step", "optimizer"),
+    input_note="called as fit(model, batches, …), batch i being {'src': src[i], 'src_mask': src_mask[i], "
+               "'tgt': tgt[i]}",
     rtol=1e-3,  # the losses of a few dozen Adam steps; tiny float differences grow a little along the way
     atol=1e-4,
 )
