@@ -76,7 +76,7 @@ class ModuleAdapter:
         state, buffers = dict(module.state_dict()), {name for name, _ in module.named_buffers()}
         plain = {name for name in weights or {} if name not in state and name not in buffers
                  and isinstance(_attribute(module, name), torch.Tensor)}
-        problems = _parameter_problems(state, weights or {}, kwargs, buffers, plain)
+        problems = _parameter_problems(state, weights or {}, kwargs, buffers, plain) + _shared(module, weights or {})
         if problems:
             raise CheckFailed("your module's parameters do not match tfm_ref's, so the reference weights cannot "
                               "be loaded into it:\n" + "\n".join(f"  ✗ {p}" for p in problems))
@@ -91,6 +91,30 @@ class ModuleAdapter:
         gradient), and a buffer where tfm_ref has a parameter in its place (it gets no gradient)."""
         state = built.state_dict(keep_vars=True)
         return [state[name] for name in sorted(state) if state[name].is_floating_point()]
+
+
+def _shared(module: torch.nn.Module, expected: dict[str, torch.Tensor]) -> list[str]:
+    """One submodule used in places where tfm_ref has one each: the same object under several names whose
+    reference weights differ (tied ones agree), said once for the outermost such module."""
+    places: dict[int, list[str]] = {}
+    for name, sub in module.named_modules(remove_duplicate=False):
+        if name:
+            places.setdefault(id(sub), []).append(name)
+    problems, reported = [], []
+    for names in places.values():  # parents before their children
+        if len(names) < 2 or any(n.startswith(r + ".") for n in names for r in reported):
+            continue
+        first, *others = names
+        keys = [k.removeprefix(first) for k in expected if k.startswith(first + ".")]
+        if any(not torch.equal(expected[first + k], expected[o + k]) for o in others for k in keys
+               if o + k in expected and expected[o + k].shape == expected[first + k].shape):
+            listed = " and ".join(f"`{n}`" for n in names)
+            repeated = all(n.rpartition(".")[2].isdigit() for n in names)  # a list of layers: [Block(...)] * n
+            problems.append(f"your {listed} are one and the same module, where tfm_ref has one each: build each "
+                            "of them" + (" (`[Block(...)] * n` repeats one object; `[Block(...) for _ in "
+                                         "range(n)]` builds n)" if repeated else ""))
+            reported += names
+    return problems
 
 
 def _attribute(module: torch.nn.Module, dotted: str) -> object:
@@ -126,7 +150,8 @@ def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.
                         f"register it with persistent=False, or make it in forward")
         unexpected.remove(name)
     if missing:
-        problems.append(f"missing (name them as tfm_ref does): {', '.join(missing)}")
+        problems.append(f"missing from the module __init__ built (create them there, named as tfm_ref names "
+                        f"them): {', '.join(missing)}")
     if unexpected:
         problems.append(f"not in tfm_ref: {', '.join(unexpected)}")
     for name in sorted(set(got) & set(expected)):

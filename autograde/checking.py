@@ -46,7 +46,7 @@ from typing import Any
 import torch
 
 from . import wire
-from .adapters import Dims, FunctionAdapter, ModuleAdapter
+from .adapters import TRAINING, Dims, FunctionAdapter, ModuleAdapter
 from .comparison import Tolerance, compare, same
 from .display import indent, show, show_named
 from .evaluation import CheckFailed, Outcome, evaluate, flatten
@@ -332,6 +332,11 @@ class _Failure:
                          "does not: something random is still on. Dropout, say: the check builds modules in eval "
                          "mode, where `nn.Dropout` does nothing, but `F.dropout(x, p)` drops unless given "
                          "`training=self.training`.")
+        if self.dims.get(TRAINING) and self.hint is None and self.got.error is None:
+            lines.append("This case runs in training mode and compares the outputs exactly: both sides draw the same "
+                         "random numbers, so it expects `nn.Dropout` (or `F.dropout(x, p, training=self.training)`) "
+                         "at the places the notebook gives, in the same order. Dropout written by hand with "
+                         "torch.rand draws other numbers.")
         if self.forbidden:
             return "\n".join(lines + self._forbidden_details(exercise, failing_uses))
         if self.got.trace:

@@ -91,9 +91,12 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
                     swapped = f"the {what}'s items are right but in the wrong order: the {_listed(moved)} are in " \
                               "each other's places"
                     return swapped + (f"; return ({', '.join(labels)})" if len(moved) == len(labels) else "")
-        first, others = problems[0][1], [label for label, _ in problems[1:]]
+        (first_label, first), others = problems[0], [label for label, _ in problems[1:]]
         if not others:
             return first
+        alike = all(p.replace(f"the {label} ", f"the {first_label} ", 1) == first for label, p in problems[1:])
+        if alike and "differ" not in first:  # the same dtype, shape or type problem in each: said once
+            return f"{first}; the {_listed(others)} likewise"
         verb = _verb(others[0], "differs", "differ") if len(others) == 1 else "differ"
         return f"{first}; the {_listed(others)} {verb} too"
     if isinstance(got, torch.Tensor):  # `==` on a tensor is a tensor, not a verdict

@@ -202,7 +202,8 @@ def test_module_exercise_loads_reference_weights_into_the_students_module():
 def test_module_with_other_parameter_names_is_told_the_tfm_ref_names():
     report = MODULE_TOY.run(_Renamed)
     assert not report.passed and "check 'random' failed" in report.message
-    assert "missing (name them as tfm_ref does): proj.bias, proj.weight" in report.message
+    assert "missing from the module __init__ built (create them there, named as tfm_ref names them): " \
+           "proj.bias, proj.weight" in report.message
     assert "not in tfm_ref: linear.bias, linear.weight" in report.message
     assert "Smallest failing input (D=2;" in report.message and "built as Proj(d=2)" in report.message  # shrunk
 
@@ -505,3 +506,35 @@ def test_an_output_a_graded_run_could_not_send_back_fails_in_the_notebook_too():
     report = get_exercise("ch02_multihead.kv_cache_bytes").run(numpy_count)
     assert not report.passed
     assert "your output is a numpy.int64" in report.message and "convert NumPy values with int(...)" in report.message
+
+
+class _TwoProjections(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(d, d), torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.second(self.first(x))
+
+
+class _OneProjectionTwice(_TwoProjections):
+    def __init__(self, d):
+        super().__init__(d)
+        self.second = self.first  # the same module in both places
+
+
+def test_one_module_used_in_two_places_is_named():
+    two = Exercise(name="Two", reference=_TwoProjections, adapter=ModuleAdapter(lambda dims: dict(d=dims["D"])),
+                   inputs=lambda gen, dims, dtype: Call(randn(gen, 2, dims["D"], dtype=dtype)),
+                   shapes=[dict(D=2), dict(D=4)], visible=[Case("random")])
+    assert two.run(_TwoProjections, guarded=False).passed
+    report = two.run(_OneProjectionTwice, guarded=False)
+    assert "your `first` and `second` are one and the same module, where tfm_ref has one each" in report.message
+
+
+def test_the_same_problem_in_several_items_is_said_once():
+    from autograde.comparison import difference
+
+    parents, tokens = torch.zeros(2, dtype=torch.long), torch.ones(2, dtype=torch.long)
+    assert difference((parents, tokens), (parents.int(), tokens.int()), names=("parents", "tokens")) == \
+        "the parents have dtype torch.int32, expected torch.int64; the tokens likewise"
