@@ -188,3 +188,14 @@ def test_a_failing_step_says_how_the_stacked_batches_reach_train_step():
 
     message = chapter.TRAIN_STEP.run(never_sets_the_rate, guarded=False, seed=0).message
     assert "(called once for each batch i, as train_step(model, optimizer, {'src': src[i]," in message
+
+
+def test_one_block_repeated_in_a_stack_is_told_it_is_one_module_with_the_fix():
+    def repeated(*args, **kwargs):
+        model = chapter.transformer(*args, **kwargs)
+        model.encoder.layers = nn.ModuleList([model.encoder.layers[0]] * len(model.encoder.layers))
+        return model
+
+    message = chapter.TRANSFORMER.run(repeated, guarded=False, seed=0).message
+    assert "your `encoder.layers.0` and `encoder.layers.1` are one and the same module, where tfm_ref has one each" \
+           in message and "`[Block(...)] * n` repeats one object" in message

@@ -11,7 +11,8 @@ one block's norm in place of another's, would still match the reference. Perturb
 such mistakes visible.
 
 `built_without_dropout` makes the mistake of a module that ignores its ``dropout``, which the
-cases in training mode (`autograde.adapters.TRAINING`) show.
+cases in training mode (`autograde.adapters.TRAINING`) show; `dropout_rate` is the rate a case
+builds with, also in eval mode (`WITH_DROPOUT`), where a dropout left on shows.
 """
 from __future__ import annotations
 
@@ -21,10 +22,14 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ..adapters import AS_BUILT
+from ..adapters import AS_BUILT, TRAINING
 from ..checking import ModuleAdapter
 
-__all__ = ["PerturbedModuleAdapter", "built_without_dropout", "functions_of"]
+__all__ = ["PerturbedModuleAdapter", "built_without_dropout", "dropout_rate", "WITH_DROPOUT", "functions_of"]
+
+WITH_DROPOUT = "with_dropout"
+"""A case's flag: the module is built with dropout 0.3 and runs in eval mode, where nothing may drop
+(``F.dropout(x, p)`` without ``training=self.training`` still does)."""
 
 
 class PerturbedModuleAdapter(ModuleAdapter):
@@ -40,6 +45,12 @@ class PerturbedModuleAdapter(ModuleAdapter):
                 if parameter.dim() == 1:
                     parameter.add_(0.3 * torch.randn_like(parameter))  # the framework seeds the RNG per case
         return module
+
+
+def dropout_rate(dims) -> float:
+    """The dropout rate a case builds its modules with: 0.3 in training mode (`TRAINING`) and with
+    `WITH_DROPOUT`, else 0."""
+    return 0.3 if dims.get(TRAINING) or dims.get(WITH_DROPOUT) else 0.0
 
 
 def built_without_dropout(build: Callable[..., nn.Module]) -> Callable[..., nn.Module]:

@@ -8,7 +8,8 @@ plausibly writes, with the hint its failure gives (`tests/test_exercises.py` pro
 
 Shapes: B batch · T positions · D model width · F hidden width.
 Case flags in the sizes: ``gelu`` (present: GELU instead of ReLU), ``bias`` / ``nobias``, ``training``
-(training mode with dropout 0.3: both sides draw the same dropout masks).
+(training mode with dropout 0.3: both sides draw the same dropout masks), ``with_dropout`` (built with
+dropout 0.3, in eval mode), ``defaults`` (built with the constructor's default arguments).
 """
 from __future__ import annotations
 
@@ -20,9 +21,8 @@ import torch.nn.functional as F
 import tfm_ref
 from tfm_ref.blocks import make_ffn
 
-from ..adapters import TRAINING
 from ..checking import Call, Case, Exercise, Mistake, ModuleAdapter, randn, random_dims
-from ._modules import built_without_dropout
+from ._modules import built_without_dropout, dropout_rate
 
 __all__ = ["FEED_FORWARD", "SWIGLU", "HIDDEN_SIZE", "PARAMETER_COUNT", "EXERCISES", "ffn_parameter_count"]
 
@@ -63,10 +63,6 @@ class _AlwaysRelu(tfm_ref.FeedForward):
         return self.down_proj(F.relu(self.up_proj(x)))
 
 
-def _dropout(dims) -> dict:
-    return {"dropout": 0.3 if dims.get(TRAINING) else 0.0}
-
-
 class _FeedForwardDropoutOnOutput(tfm_ref.FeedForward):
     def forward(self, x):
         return self.dropout(self.down_proj(tfm_ref.feedforward.ACTIVATIONS[self.activation](self.up_proj(x))))
@@ -87,9 +83,9 @@ FEED_FORWARD = Exercise(
     name="FeedForward",
     key="feed_forward",
     reference=tfm_ref.FeedForward,
-    adapter=ModuleAdapter(lambda dims: dict(d_model=dims["D"], d_ff=dims["F"],
-                                            activation="gelu" if dims.get("gelu") else "relu",
-                                            bias=not dims.get("nobias"), **_dropout(dims))),
+    adapter=ModuleAdapter(lambda dims: dict(d_model=dims["D"], d_ff=dims["F"]) if dims.get("defaults") else dict(
+        d_model=dims["D"], d_ff=dims["F"], activation="gelu" if dims.get("gelu") else "relu",
+        bias=not dims.get("nobias"), dropout=dropout_rate(dims))),
     inputs=_tokens,
     arg_names=("x",),
     shapes=_MODULE_SHAPES,
@@ -101,6 +97,8 @@ FEED_FORWARD = Exercise(
         Case("no biases (bias=False)", dims=dict(B=2, T=3, D=8, F=16, nobias=1)),
         Case("gradients, GELU", dims=dict(B=2, T=3, D=8, F=16, gelu=1), grad=True),
         Case("training mode, dropout=0.3, GELU", dims=dict(B=2, T=3, D=8, F=16, gelu=1, training=1)),
+        Case("eval mode, built with dropout=0.3: nothing drops", dims=dict(B=2, T=3, D=8, F=16, with_dropout=1)),
+        Case("built with the default arguments: FeedForward(d_model, d_ff)", dims=dict(B=2, T=3, D=8, F=16, defaults=1)),
     ],
     mistakes=[
         Mistake("activation after the second linear", _ActivationAfterSecond,
@@ -165,8 +163,8 @@ SWIGLU = Exercise(
     name="SwiGLU",
     key="swiglu",
     reference=tfm_ref.SwiGLU,
-    adapter=ModuleAdapter(lambda dims: dict(d_model=dims["D"], d_hidden=dims["F"], bias=bool(dims.get("bias")),
-                                            **_dropout(dims))),
+    adapter=ModuleAdapter(lambda dims: dict(d_model=dims["D"], d_hidden=dims["F"]) if dims.get("defaults") else dict(
+        d_model=dims["D"], d_hidden=dims["F"], bias=bool(dims.get("bias")), dropout=dropout_rate(dims))),
     inputs=_tokens,
     arg_names=("x",),
     shapes=_MODULE_SHAPES,
@@ -178,6 +176,8 @@ SWIGLU = Exercise(
         Case("large inputs", inputs=lambda gen, dims, dtype: _tokens(gen, dims, dtype).scaled(10.0)),
         Case("gradients", grad=True),
         Case("training mode, dropout=0.3", dims=dict(B=2, T=3, D=8, F=16, training=1)),
+        Case("eval mode, built with dropout=0.3: nothing drops", dims=dict(B=2, T=3, D=8, F=16, with_dropout=1)),
+        Case("built with the default arguments: SwiGLU(d_model, d_hidden)", dims=dict(B=2, T=3, D=8, F=16, defaults=1)),
     ],
     mistakes=[
         Mistake("SiLU on the up branch (gate and up swapped)", _SiluOnUp,

@@ -33,9 +33,8 @@ from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
 
 from .. import wire
-from ..adapters import TRAINING
 from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
-from ._modules import PerturbedModuleAdapter, built_without_dropout, functions_of
+from ._modules import PerturbedModuleAdapter, built_without_dropout, dropout_rate, functions_of
 from .ch07_norms import (
     _res_always_post,
     _res_always_pre,
@@ -50,13 +49,21 @@ __all__ = ["ENCODER_BLOCK", "DECODER_BLOCK", "GREEDY", "NOAM", "LABEL_SMOOTHING"
 
 BLOCK_LIBRARY = (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.TransformerEncoder,
                  nn.TransformerDecoder, nn.Transformer)
-BUILDING_BLOCKS = tuple(functions_of(tfm_ref.MultiHeadAttention, tfm_ref.FeedForward, tfm_ref.LayerNorm))
+# The notebook says a student's own layers of chapters 2, 6 and 7 work as well as tfm_ref's: chapter 2's calls
+# the attention and head helpers that chapter gave from tfm_ref.
+BUILDING_BLOCKS = (*functions_of(tfm_ref.MultiHeadAttention, tfm_ref.FeedForward, tfm_ref.LayerNorm),
+                   tfm_ref.scaled_dot_product_attention, tfm_ref.split_heads, tfm_ref.merge_heads, tfm_ref.repeat_kv)
 
 _BLOCK_KWARGS = PerturbedModuleAdapter(lambda dims: dict(d_model=dims["D"], n_heads=dims["H"], d_ff=dims["F"],
-                                                         dropout=0.3 if dims.get(TRAINING) else 0.0,
+                                                         dropout=dropout_rate(dims),
                                                          norm_first=bool(dims.get("pre"))))
 
 
+_RESIDUAL_DROPOUT = ("each sublayer's output is dropped out before it is added to the residual stream (§5.4: "
+                     "\"dropout to the output of each sub-layer, before it is added to the sub-layer input\"); "
+                     "yours drops only inside the attention and the FFN.",
+                     "in Residual.forward: x + self.dropout(sublayer(self.norm(x))), or "
+                     "self.norm(x + self.dropout(sublayer(x))) in Post-Norm.")
 _DROPOUT_NOT_PASSED_ON = ("the block is built with a `dropout` rate for its attention, its FFN and both residual "
                           "branches; in training mode yours drops nothing.")
 
@@ -93,16 +100,22 @@ def _passed_on(mask: torch.Tensor | None, use: bool, inverted: bool) -> torch.Te
     return ~mask if inverted else mask
 
 
+def _dropped(sublayer, residual: nn.Module, on: bool = True):
+    """The sublayer followed by its residual branch's dropout, as tfm_ref's Residual applies it (in training
+    mode the broken blocks then draw the reference's dropout masks, and differ only by their mistake)."""
+    return (lambda h: residual.dropout(sublayer(h))) if on else sublayer
+
+
 def _encoder_with(connect, *, use_mask: bool = True, inverted_mask: bool = False, shared_norm: bool = False,
-                  ffn_first: bool = False) -> type:
+                  ffn_first: bool = False, residual_dropout: bool = True) -> type:
     """A tfm_ref.EncoderBlock wired with ``connect(x, sublayer, norm, norm_first)`` and one change."""
     def forward(self, x, mask=None):
         first = self.attn_residual.norm_first
         attend = lambda h: self.self_attn(h, mask=_passed_on(mask, use_mask, inverted_mask))  # noqa: E731
-        ffn_norm = self.attn_residual.norm if shared_norm else self.ffn_residual.norm
-        steps = [(attend, self.attn_residual.norm), (self.ffn, ffn_norm)]
-        for sublayer, norm in (steps[::-1] if ffn_first else steps):
-            x = connect(x, sublayer, norm, first)
+        steps = [(attend, self.attn_residual), (self.ffn, self.ffn_residual)]
+        for sublayer, residual_of in (steps[::-1] if ffn_first else steps):
+            norm = self.attn_residual.norm if shared_norm else residual_of.norm
+            x = connect(x, _dropped(sublayer, residual_of, residual_dropout), norm, first)
         return x
     return type("BrokenEncoderBlock", (tfm_ref.EncoderBlock,), {"forward": forward})
 
@@ -163,11 +176,13 @@ ENCODER_BLOCK = Exercise(
         Case("float64 weights and inputs, Pre-Norm", dims=dict(B=2, S=4, D=8, H=2, F=16, pre=1), dtype=torch.float64),
         Case("gradients (input and every parameter), Pre-Norm", dims=dict(B=2, S=4, D=8, H=2, F=16, pre=1), grad=True),
         Case("training mode, dropout=0.3", dims=dict(B=2, S=4, D=8, H=2, F=16, training=1)),
+        Case("eval mode, built with dropout=0.3: nothing drops", dims=dict(B=2, S=4, D=8, H=2, F=16, with_dropout=1)),
     ],
     mistakes=[
         Mistake("dropout not passed on", built_without_dropout(tfm_ref.EncoderBlock), _DROPOUT_NOT_PASSED_ON,
                 "MultiHeadAttention(d_model, n_heads, dropout=dropout), FeedForward(d_model, d_ff, dropout=dropout) "
                 "and Residual(LayerNorm(d_model), dropout, norm_first) for each sublayer."),
+        Mistake("no dropout on the residual branch", _encoder_with(residual, residual_dropout=False), *_RESIDUAL_DROPOUT),
         Mistake("padding mask ignored", _encoder_with(residual, use_mask=False),
                 "the mask does not reach the self-attention, so padded positions are attended.",
                 "pass it on: lambda h: self.self_attn(h, mask=mask)."),
@@ -212,7 +227,7 @@ class _DecoderMasksSwapped(tfm_ref.DecoderBlock):
 
 def _decoder_with(connect, *, causal: bool = True, source_mask: bool = True, inverted_source_mask: bool = False,
                   cross_to_x: bool = False, norm_memory: bool = False, ffn_before_cross: bool = False,
-                  queries_from_input: bool = False) -> type:
+                  queries_from_input: bool = False, residual_dropout: bool = True) -> type:
     """A tfm_ref.DecoderBlock wired with ``connect`` and one change."""
     def forward(self, x, memory=None, self_mask=None, cross_mask=None):
         first = self.self_residual.norm_first
@@ -224,12 +239,12 @@ def _decoder_with(connect, *, causal: bool = True, source_mask: bool = True, inv
             queries = block_input if queries_from_input else h
             return self.cross_attn(queries, context, mask=_passed_on(cross_mask, source_mask, inverted_source_mask))
 
-        steps = [(lambda h: self.self_attn(h, mask=self_mask if causal else None), self.self_residual.norm),
-                 (cross, norm), (self.ffn, self.ffn_residual.norm)]
+        steps = [(lambda h: self.self_attn(h, mask=self_mask if causal else None), self.self_residual),
+                 (cross, self.cross_residual), (self.ffn, self.ffn_residual)]
         if ffn_before_cross:
             steps = [steps[0], steps[2], steps[1]]
-        for sublayer, sub_norm in steps:
-            x = connect(x, sublayer, sub_norm, first)
+        for sublayer, residual_of in steps:
+            x = connect(x, _dropped(sublayer, residual_of, residual_dropout), residual_of.norm, first)
         return x
     return type("BrokenDecoderBlock", (tfm_ref.DecoderBlock,), {"forward": forward})
 
@@ -253,11 +268,14 @@ DECODER_BLOCK = Exercise(
         Case("gradients (inputs, memory and every parameter), Pre-Norm", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, pre=1),
              grad=True),
         Case("training mode, dropout=0.3", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, training=1)),
+        Case("eval mode, built with dropout=0.3: nothing drops",
+             dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, with_dropout=1)),
     ],
     mistakes=[
         Mistake("dropout not passed on", built_without_dropout(tfm_ref.DecoderBlock), _DROPOUT_NOT_PASSED_ON,
                 "dropout=dropout for both attentions and the FFN, and Residual(LayerNorm(d_model), dropout, "
                 "norm_first) for each sublayer."),
+        Mistake("no dropout on the residual branch", _decoder_with(residual, residual_dropout=False), *_RESIDUAL_DROPOUT),
         Mistake("self_mask and cross_mask swapped", _DecoderMasksSwapped,
                 "the look-ahead self_mask (T × T) belongs to the masked self-attention, the source padding "
                 "cross_mask (T × S) to the cross-attention; yours gives each attention the other's mask.",
@@ -542,13 +560,17 @@ LOSS_LIBRARY = (F.cross_entropy, F.nll_loss, nn.CrossEntropyLoss, nn.NLLLoss, F.
                 F.binary_cross_entropy)
 
 
-def _loss_inputs(gen: torch.Generator, dims, dtype: torch.dtype, smoothing: float = 0.1) -> Call:
+def _loss_inputs(gen: torch.Generator, dims, dtype: torch.dtype, smoothing: float = 0.1,
+                 pad_last: bool = False) -> Call:
+    """Padded targets, PAD (0) ignored; with ``pad_last`` the padding id is V − 1 instead."""
     logits = randn(gen, dims["B"], dims["T"], dims["V"], dtype=dtype) * 2
-    target = torch.randint(1, dims["V"], (dims["B"], dims["T"]), generator=gen)
+    pad = dims["V"] - 1 if pad_last else PAD
+    target = torch.randint(0 if pad_last else 1, dims["V"] - 1 if pad_last else dims["V"], (dims["B"], dims["T"]),
+                           generator=gen)
     lengths = torch.randint(1, dims["T"] + 1, (dims["B"],), generator=gen)
     lengths[0] = dims["T"]
-    target = target.masked_fill(~tfm_ref.padding_mask(lengths, dims["T"]), PAD)  # padded targets: ignored
-    return Call(logits, target, smoothing=smoothing, ignore_index=PAD)
+    target = target.masked_fill(~tfm_ref.padding_mask(lengths, dims["T"]), pad)  # padded targets: ignored
+    return Call(logits, target, smoothing=smoothing, ignore_index=pad)
 
 
 def _smoothed_terms(logits, target, smoothing, ignore_index, off_value=None, log_probs=None):
@@ -622,6 +644,7 @@ LABEL_SMOOTHING = Exercise(
         Case("random sizes", dims=random_dims(B=(1, 4), T=(1, 8), V=(2, 30))),
         Case("ε = 0 (plain cross-entropy)", inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype, 0.0)),
         Case("ε = 0.3", inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype, 0.3)),
+        Case("ignore_index = V − 1, not 0", inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype, pad_last=True)),
         Case("huge logits", inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype).scaled(1e3)),
         Case("float64", dtype=torch.float64),
         Case("gradients", grad=True),
@@ -660,7 +683,7 @@ LABEL_SMOOTHING = Exercise(
                 "(1 − ε)·(−log p_y) + ε·mean_v(−log p_v)."),
         Mistake("log of softmax instead of log_softmax", _loss_log_of_softmax,
                 "softmax underflows to 0 for very unlikely classes and log(0) = −inf, which smoothing multiplies "
-                "by ε/V > 0.",
+                "by ε/V > 0 (a log-sum-exp written without subtracting the maximum overflows the other way).",
                 "logits.log_softmax(dim=-1) (x − logsumexp(x)) stays finite."),
     ],
     forbidden=LOSS_LIBRARY,
@@ -685,12 +708,13 @@ def beam_step_reference(scores: torch.Tensor, log_probs: torch.Tensor) -> tuple[
     return best, index // vocab, index % vocab
 
 
-def _beam_inputs(first_step: bool = False, finished: bool = False):
+def _beam_inputs(first_step: bool = False, finished: bool = False, offset: float = 0.0):
     """Running scores (B, K) and next-token log-probabilities (B, K, V). ``first_step``: only hypothesis
-    0 is live (the others are −inf); ``finished``: hypothesis 0 has ended, so only <eos> may follow, at no cost."""
+    0 is live (the others are −inf); ``finished``: hypothesis 0 has ended, so only <eos> may follow, at no cost;
+    ``offset``: added to every score (long hypotheses have scores far below 0)."""
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
         # Close scores and flat distributions: the K best often include two tokens after one hypothesis.
-        scores = -torch.rand(dims["B"], dims["K"], generator=gen).to(dtype)  # (B, K)
+        scores = offset - torch.rand(dims["B"], dims["K"], generator=gen).to(dtype)  # (B, K)
         log_probs = randn(gen, dims["B"], dims["K"], dims["V"], dtype=dtype).log_softmax(dim=-1)  # (B, K, V)
         if first_step:
             scores[:, 1:] = float("-inf")
@@ -706,6 +730,12 @@ def _beam_each_own_best(scores, log_probs):
     best, token = log_probs.max(dim=-1)  # (B, K): every hypothesis extended by its own best token only
     new, parent = (scores + best).sort(dim=-1, descending=True)
     return new, parent, token.gather(1, parent)
+
+
+def _beam_best_per_token(scores, log_probs):
+    best, parent = (scores[:, :, None] + log_probs).max(dim=1)  # (B, V): each token after its best hypothesis
+    new, token = best.topk(scores.shape[1], dim=-1)
+    return new, parent.gather(1, token), token
 
 
 def _beam_step_only(scores, log_probs):
@@ -743,6 +773,8 @@ BEAM_STEP = Exercise(
         Case("the first step: only hypothesis 0 is live", inputs=_beam_inputs(first_step=True)),
         Case("a finished hypothesis: only <eos>, at no cost", dims=dict(B=3, K=4, V=9), inputs=_beam_inputs(finished=True)),
         Case("beam size 1 (greedy)", dims=dict(B=3, K=1, V=6)),
+        Case("long hypotheses: scores near −120 (their probabilities underflow in float32)",
+             inputs=_beam_inputs(offset=-120.0)),
         Case("float64", dtype=torch.float64),
     ],
     mistakes=[
@@ -750,6 +782,11 @@ BEAM_STEP = Exercise(
                 "that is K greedy searches side by side: the K best extensions may all come from one hypothesis, "
                 "so the K·V candidates must compete together.",
                 "add scores[:, :, None] to log_probs, flatten the last two axes to (B, K·V), and take topk(K)."),
+        Mistake("each token extended from its best hypothesis only", _beam_best_per_token,
+                "the best K extensions may put one token after two different hypotheses; keeping each token's best "
+                "hypothesis first drops the second.",
+                "flatten the K·V candidates, (scores[:, :, None] + log_probs).reshape(B, K * V), and take topk(K) "
+                "over all of them."),
         Mistake("running score not added", _beam_step_only,
                 "a hypothesis is ranked by the log-probability of the whole sequence, its score so far plus the "
                 "new token's; yours ranks the new token alone.",

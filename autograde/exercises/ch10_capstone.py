@@ -45,7 +45,7 @@ from tfm_ref.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
 from ..adapters import TRAINING
 from ..checking import Call, Case, Exercise, FunctionAdapter, Mistake, random_dims
 from ..display import brief
-from ._modules import PerturbedModuleAdapter, built_without_dropout, functions_of
+from ._modules import WITH_DROPOUT, PerturbedModuleAdapter, built_without_dropout, dropout_rate, functions_of
 from .ch08_encoder_decoder import GREEDY as CACHED_GREEDY
 from .ch08_encoder_decoder import MODEL_METHODS, _RandomTransformer
 
@@ -81,8 +81,7 @@ def transformer(*args, **kwargs) -> tfm_ref.Transformer:
 
 _MODEL_KWARGS = PerturbedModuleAdapter(lambda dims: dict(
     vocab_size=dims["V"], d_model=dims["D"], n_heads=dims["H"], d_ff=dims["F"], n_encoder_layers=dims["E"],
-    n_decoder_layers=dims["L"], norm_first=bool(dims.get("pre")), max_len=16,
-    **({"dropout": 0.3} if dims.get(TRAINING) else {})))
+    n_decoder_layers=dims["L"], norm_first=bool(dims.get("pre")), max_len=16, dropout=dropout_rate(dims)))
 
 
 def _source(gen: torch.Generator, batch: int, length: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,21 +164,6 @@ _UNTIED = (("the 2017 model shares one matrix between the source embedding, the 
            "self.tgt_embed = self.src_embed; self.lm_head.weight = self.src_embed.weight")
 
 
-def _one_block_repeated(*stacks: str):
-    """``[Block(...)] * n`` in the named stacks: the same block, n times."""
-    def build(*args, **kwargs):
-        model = transformer(*args, **kwargs)
-        for stack in (getattr(model, name) for name in stacks):
-            stack.layers = nn.ModuleList([stack.layers[0]] * len(stack.layers))
-        return model
-    return build
-
-
-_REPEATED = (("`[Block(...)] * n` repeats one block, with one set of weights, in every layer: the stack is then "
-              "one layer applied n times."),
-             "nn.ModuleList([EncoderBlock(...) for _ in range(n_encoder_layers)])  # a new block each; decoder too")
-
-
 def _blocks_post_norm(*args, **kwargs):
     model = transformer(*args, **kwargs)
     for module in model.modules():
@@ -220,6 +204,7 @@ TRANSFORMER = Exercise(
         Case("float64 weights", dims={**_SMALL_MODEL, "pre": 1}, dtype=torch.float64),
         Case("gradients of every parameter, Post-Norm, 2 + 2 layers", grad=True),
         Case("training mode, dropout=0.3: it drops where tfm_ref does", dims={**_SMALL_MODEL, TRAINING: 1}),
+        Case("eval mode, built with dropout=0.3: nothing drops", dims={**_SMALL_MODEL, WITH_DROPOUT: 1}),
     ],
     mistakes=[
         Mistake("embeddings not scaled by √d_model", _written_out(unscaled=True),
@@ -265,9 +250,6 @@ TRANSFORMER = Exercise(
         Mistake("softmax applied to the logits", _written_out(softmax=True),
                 "the model returns logits, not probabilities: the loss applies log-softmax itself, and greedy "
                 "decoding needs only the argmax.", "return self.lm_head(x)  # no softmax"),
-        Mistake("one block repeated N times", _one_block_repeated("encoder", "decoder"), *_REPEATED),
-        Mistake("one encoder block repeated N times", _one_block_repeated("encoder"), *_REPEATED),
-        Mistake("one decoder block repeated N times", _one_block_repeated("decoder"), *_REPEATED),
         Mistake("embeddings not tied", _untied(), *_UNTIED),
         Mistake("output layer not tied to the embedding", _untied(shared_embedding=True), *_UNTIED),
         Mistake("embeddings not tied (tgt_embed a second, unused matrix)", _written_out(tied=False), *_UNTIED),
