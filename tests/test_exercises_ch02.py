@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from autograde.exercises import ch02_multihead as chapter
+from student_layers import StudentAttentionLayer
 
 
 def test_repeat_kv_may_not_call_repeat_interleave():
@@ -14,17 +15,8 @@ def test_repeat_kv_may_not_call_repeat_interleave():
     assert "ForbiddenCall" in report.message and "repeat_interleave" in report.message
 
 
-class _LayerFromScratch(torch.nn.Module):
+class _LayerFromScratch(StudentAttentionLayer):
     """A student's layer that shares no code with tfm_ref: inline heads, torch.softmax."""
-
-    def __init__(self, d_model, n_heads, n_kv_heads=None, bias=True, dropout=0.0):
-        super().__init__()
-        self.n_heads, self.n_kv_heads = n_heads, n_kv_heads or n_heads
-        head_dim = d_model // n_heads
-        self.q_proj = torch.nn.Linear(d_model, n_heads * head_dim, bias=bias)
-        self.k_proj = torch.nn.Linear(d_model, self.n_kv_heads * head_dim, bias=bias)
-        self.v_proj = torch.nn.Linear(d_model, self.n_kv_heads * head_dim, bias=bias)
-        self.out_proj = torch.nn.Linear(n_heads * head_dim, d_model, bias=bias)
 
     def forward(self, x, context=None, mask=None):
         batch, length, width = x.shape

@@ -4,19 +4,11 @@ import torch
 
 import tfm_ref
 from autograde.exercises import ch08_encoder_decoder as chapter
+from student_layers import StudentAttentionLayer
 
 
-class _OwnMultiHeadAttention(torch.nn.Module):
+class _OwnMultiHeadAttention(StudentAttentionLayer):
     """A student's chapter 2 layer: its own projections, the head helpers and the attention chapter 2 gave."""
-
-    def __init__(self, d_model, n_heads, n_kv_heads=None, bias=True, dropout=0.0):
-        super().__init__()
-        self.n_heads, self.n_kv_heads, self.dropout = n_heads, n_kv_heads or n_heads, dropout
-        head_dim = d_model // n_heads
-        self.q_proj = torch.nn.Linear(d_model, n_heads * head_dim, bias=bias)
-        self.k_proj = torch.nn.Linear(d_model, self.n_kv_heads * head_dim, bias=bias)
-        self.v_proj = torch.nn.Linear(d_model, self.n_kv_heads * head_dim, bias=bias)
-        self.out_proj = torch.nn.Linear(n_heads * head_dim, d_model, bias=bias)
 
     def forward(self, x, context=None, mask=None):
         source = x if context is None else context
