@@ -94,27 +94,38 @@ class ModuleAdapter:
 
 
 def _shared(module: torch.nn.Module, expected: dict[str, torch.Tensor]) -> list[str]:
-    """One submodule used in places where tfm_ref has one each: the same object under several names whose
-    reference weights differ (tied ones agree), said once for the outermost such module."""
-    places: dict[int, list[str]] = {}
-    for name, sub in module.named_modules(remove_duplicate=False):
-        if name:
-            places.setdefault(id(sub), []).append(name)
+    """One submodule, or one tensor, used in places where tfm_ref has one each: the same object under
+    several names whose reference weights differ (tied ones agree), said once, for the outermost."""
+    modules = _places(module.named_modules(remove_duplicate=False))
+    tensors = _places(module.state_dict(keep_vars=True).items())
     problems, reported = [], []
-    for names in places.values():  # parents before their children
-        if len(names) < 2 or any(n.startswith(r + ".") for n in names for r in reported):
+    for names, what in [*((names, "module") for names in modules), *((names, "tensor") for names in tensors)]:
+        if len(names) < 2 or any(n == r or n.startswith(r + ".") for n in names for r in reported):
             continue
         first, *others = names
-        keys = [k.removeprefix(first) for k in expected if k.startswith(first + ".")]
-        if any(not torch.equal(expected[first + k], expected[o + k]) for o in others for k in keys
-               if o + k in expected and expected[o + k].shape == expected[first + k].shape):
+        suffixes = [""] if what == "tensor" else [k.removeprefix(first) for k in expected if k.startswith(first + ".")]
+        if any(o + k in expected and first + k in expected and not _alike(expected[first + k], expected[o + k])
+               for o in others for k in suffixes):
             listed = " and ".join(f"`{n}`" for n in names)
             repeated = all(n.rpartition(".")[2].isdigit() for n in names)  # a list of layers: [Block(...)] * n
-            problems.append(f"your {listed} are one and the same module, where tfm_ref has one each: build each "
+            problems.append(f"your {listed} are one and the same {what}, where tfm_ref has one each: build each "
                             "of them" + (" (`[Block(...)] * n` repeats one object; `[Block(...) for _ in "
                                          "range(n)]` builds n)" if repeated else ""))
             reported += names
     return problems
+
+
+def _places(named) -> list[list[str]]:
+    """The names under which each object appears (parents before their children)."""
+    places: dict[int, list[str]] = {}
+    for name, item in named:
+        if name:
+            places.setdefault(id(item), []).append(name)
+    return list(places.values())
+
+
+def _alike(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.equal(a, b)
 
 
 def _attribute(module: torch.nn.Module, dotted: str) -> object:

@@ -523,6 +523,12 @@ class _OneProjectionTwice(_TwoProjections):
         self.second = self.first  # the same module in both places
 
 
+class _OneWeightTwice(_TwoProjections):
+    def __init__(self, d):
+        super().__init__(d)
+        self.second.weight = self.first.weight  # tied by hand: two modules, one weight
+
+
 def test_one_module_used_in_two_places_is_named():
     two = Exercise(name="Two", reference=_TwoProjections, adapter=ModuleAdapter(lambda dims: dict(d=dims["D"])),
                    inputs=lambda gen, dims, dtype: Call(randn(gen, 2, dims["D"], dtype=dtype)),
@@ -530,6 +536,9 @@ def test_one_module_used_in_two_places_is_named():
     assert two.run(_TwoProjections, guarded=False).passed
     report = two.run(_OneProjectionTwice, guarded=False)
     assert "your `first` and `second` are one and the same module, where tfm_ref has one each" in report.message
+    report = two.run(_OneWeightTwice, guarded=False)
+    assert "your `first.weight` and `second.weight` are one and the same tensor, where tfm_ref has one each" \
+           in report.message
 
 
 def test_the_same_problem_in_several_items_is_said_once():
