@@ -424,12 +424,12 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
     ladder = {k for shape in exercise.shapes for k in shape}
     flags = {k: v for k, v in dims.items() if k not in ladder}
     sizes = ladder - set(exercise.offsets)
+    kind = _failure_kind(failure.expected, failure.got)
     for smaller in exercise.shapes:
         if _size(smaller, sizes) >= _size(dims, sizes):
             break
         shrunk = _attempt(exercise, case, candidate, {**smaller, **flags}, seed)
-        if shrunk is not None and shrunk.setup == failure.setup \
-                and _failure_kind(shrunk.expected, shrunk.got) == _failure_kind(failure.expected, failure.got):
+        if shrunk is not None and shrunk.setup == failure.setup and _failure_kind(shrunk.expected, shrunk.got) == kind:
             if failure.hint is not None:
                 shrunk.mistake, shrunk.hint, shrunk.fix = failure.mistake, failure.hint, failure.fix
             elif not failure.setup:

@@ -17,6 +17,7 @@ Sizes of a case that are not shapes: K block size · QT, KT query and key tile s
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -24,7 +25,7 @@ import torch
 import tfm_ref
 
 from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
-from .ch01_attention import ATTENTION_LIBRARY, SOFTMAX_LIBRARY, _qkv
+from .ch01_attention import ATTENTION_LIBRARY, MASK_MISTAKES, SOFTMAX_LIBRARY, _qkv
 from .ch02_multihead import _repeat_tiled
 
 __all__ = ["ONLINE_SOFTMAX", "TILED_ATTENTION", "CACHED_ATTENTION", "EXERCISES"]
@@ -233,6 +234,8 @@ def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool = False, dro
     return tiled_attention
 
 
+_CHAPTER1_MASK_MISTAKES = {m.name: m for m in MASK_MISTAKES}  # made again tile by tile, with chapter 1's words
+
 _TILED_SHAPES = [
     dict(B=1, H=1, T=1, S=3, Dk=1, Dv=1, QT=1, KT=2), dict(B=1, H=1, T=2, S=3, Dk=2, Dv=1, QT=1, KT=2),
     dict(B=1, H=1, T=3, S=5, Dk=2, Dv=2, QT=2, KT=2), dict(B=2, H=2, T=5, S=7, Dk=4, Dv=3, QT=2, KT=3),
@@ -304,13 +307,9 @@ TILED_ATTENTION = Exercise(
                 "a mask that broadcasts, such as a (B, 1, 1, S) padding mask, has one row for every query: sliced "
                 "by query tiles, mask[..., i:i + q_tile, :], it is empty past the first tile.",
                 "mask = mask.expand(*q.shape[:-1], k.shape[-2]) before the loops, then slice it."),
-        Mistake("mask polarity inverted", _tiled_variant(inverted_mask=True),
-                "in this course True means 'may attend' (as in F.scaled_dot_product_attention); you blocked the "
-                "True positions.",
-                "fill where the mask is False: scores.masked_fill(~mask_tile, float('-inf'))."),
-        Mistake("masked scores set to 0 instead of -inf", _tiled_variant(fill=0.0),
-                "a blocked score of 0 still gets the weight exp(0 − m); a blocked key must get weight exactly 0.",
-                "fill with float('-inf'), not 0."),
+        *(dataclasses.replace(_CHAPTER1_MASK_MISTAKES[name], impl=impl) for name, impl in (
+            ("mask polarity inverted", _tiled_variant(inverted_mask=True)),
+            ("masked scores set to 0 instead of -inf", _tiled_variant(fill=0.0)))),
         Mistake("mask ignored", _tiled_variant(use_mask=False),
                 "the mask is not applied to the tiles' scores, so masked keys still get weight.",
                 "fill the masked scores of every tile with -inf: mask[..., i:i + q_tile, j:j + k_tile], after "
