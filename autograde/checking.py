@@ -61,6 +61,8 @@ __all__ = [
 
 FIX_PREFIX = "How to fix it: "
 """Starts the line of a failure message that holds a recognised mistake's fix (`Mistake.fix`)."""
+MISTAKE_PREFIX = "Likely mistake — "
+"""Starts the line of a failure message that names a recognised mistake and its hint."""
 
 # Captured at import, before any student code can run in this process (CPU generator only, as in
 # `autograde.evaluation`).
@@ -319,10 +321,12 @@ class _Failure:
                     "`raise NotImplementedError()` and write your code in its place.")
         lines = [f"✗ {exercise.name}: {kind} '{case.label}' failed — {self.problem.rstrip('.')}."]
         for report in failing_uses:
+            first, *rest = report.message.splitlines()
+            named = [line for line in rest if line.startswith(MISTAKE_PREFIX)]  # its diagnosis, if it has one
             lines += [f"Your `{report.exercise}` from an earlier exercise fails its own check, and this "
-                      "exercise calls it: fix it first.", indent(report.message.splitlines()[0])]
+                      "exercise calls it: fix it first.", indent("\n".join([first, *named]))]
         if self.hint:
-            lines.append(f"Likely mistake — {self.mistake}: {self.hint}")
+            lines.append(f"{MISTAKE_PREFIX}{self.mistake}: {self.hint}")
             if self.fix and reveal_fix:
                 lines.append(FIX_PREFIX + self.fix)  # folded behind a toggle on the feedback page
             elif self.fix:

@@ -131,8 +131,15 @@ def _encode(value: Any, blobs: list[bytes], path: str, modules: bool, depth: int
         raise WireError(f"{path} is a {kind.__qualname__}, a subclass of torch.Tensor: return a plain tensor "
                         "(torch.Tensor), e.g. computed with tensor operations, not a custom class")
     raise WireError(f"{path} is a {kind.__module__}.{kind.__qualname__}; only tensors, numbers, bools, strings, "
-                    "None and lists/tuples/dicts of them can be checked"
-                    + (" (convert NumPy values with int(...) or float(...))" if kind.__module__ == "numpy" else ""))
+                    "None and lists/tuples/dicts of them can be checked" + _numpy_advice(kind))
+
+
+def _numpy_advice(kind: type) -> str:
+    if kind.__module__ != "numpy":
+        return ""
+    if kind.__name__ == "ndarray":
+        return " (compute it with torch operations, or turn the array into a tensor with torch.from_numpy(...))"
+    return " (convert NumPy values with int(...) or float(...))"
 
 
 def _encode_tensor(tensor: torch.Tensor, blobs: list[bytes], path: str) -> dict:

@@ -508,6 +508,17 @@ def test_an_output_a_graded_run_could_not_send_back_fails_in_the_notebook_too():
     assert "your output is a numpy.int64" in report.message and "convert NumPy values with int(...)" in report.message
 
 
+def test_a_numpy_array_for_a_tensor_is_told_to_become_a_tensor_not_a_number():
+    import numpy
+
+    def padding_mask(lengths, max_len):
+        return numpy.arange(max_len)[None, :] < numpy.asarray(lengths)[:, None]
+
+    report = get_exercise("ch03_masking.padding_mask").run(padding_mask)
+    assert "your output is a numpy.ndarray" in report.message and "torch.from_numpy(...)" in report.message
+    assert "int(...)" not in report.message
+
+
 class _TwoProjections(torch.nn.Module):
     def __init__(self, d):
         super().__init__()

@@ -1,6 +1,9 @@
-"""Chapter 3 checks beyond tests/test_exercises.py: a mask built another way passes.
+"""Chapter 3 checks beyond tests/test_exercises.py: a mask built another way passes; lengths given as a
+list are checked without the causal mask too; a failing earlier function is shown with its diagnosis.
 """
 import torch
+
+import tfm_ref
 
 from autograde.exercises import ch03_masking as chapter
 
@@ -12,3 +15,28 @@ def test_a_causal_mask_from_position_comparisons_passes_under_the_guard():
 
     report = chapter.CAUSAL_MASK.run(causal_mask, hidden=True, seed=0)
     assert report.passed, report.message
+
+
+def test_lengths_as_a_list_are_checked_without_the_causal_mask_too():
+    def attention_mask(lengths, max_len, causal=True):
+        if causal:
+            return tfm_ref.padding_mask(lengths, max_len)[:, None, None, :] & tfm_ref.causal_mask(max_len)
+        keys = (torch.arange(max_len)[None, :] < lengths[:, None])[:, None, None, :]  # a list has no [:, None]
+        return keys.expand(-1, 1, max_len, max_len)
+
+    assert chapter.ATTENTION_MASK.run(attention_mask, seed=0).passed
+    report = chapter.ATTENTION_MASK.run(attention_mask, hidden=True, seed=0)
+    assert "lengths as a Python list, causal=False" in report.message
+
+
+def test_an_earlier_function_that_fails_is_shown_with_its_diagnosis():
+    namespace = {"torch": torch, "causal_mask": tfm_ref.causal_mask}
+    exec("def padding_mask(lengths, max_len):\n"
+         "    return torch.arange(max_len)[None, :] <= torch.as_tensor(lengths)[:, None]\n"
+         "def attention_mask(lengths, max_len, causal=True):\n"
+         "    keys = padding_mask(lengths, max_len)[:, None, None, :]\n"
+         "    return keys & causal_mask(max_len) if causal else keys.expand(-1, 1, max_len, max_len)\n", namespace)
+
+    message = chapter.ATTENTION_MASK.run(namespace["attention_mask"], seed=0).message
+    assert "Your `padding_mask` from an earlier exercise fails its own check" in message
+    assert "    Likely mistake — off by one (<= instead of <)" in message

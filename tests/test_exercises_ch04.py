@@ -1,4 +1,5 @@
-"""Chapter 4 checks beyond tests/test_exercises.py: the given helpers may be used.
+"""Chapter 4 checks beyond tests/test_exercises.py: the given helpers may be used, and the hidden
+checks build the layer without biases.
 """
 
 import tfm_ref
@@ -12,3 +13,31 @@ def test_the_given_chapter_1_attention_may_be_used():
 
     report = chapter.CROSS_ATTENTION.run(cross_attention, hidden=True, seed=0)
     assert report.passed, report.message
+
+
+def test_the_given_chapter_3_masks_may_be_used_and_a_look_ahead_built_with_them_is_named():
+    def cross_attention(x, memory, w_q, w_k, w_v, src_mask=None):
+        n_tgt, n_src = x.shape[1], memory.shape[1]
+        real = tfm_ref.padding_mask([n_src] * x.shape[0], n_src) if src_mask is None else src_mask
+        return tfm_ref.scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, real[:, None, :],
+                                                    return_weights=True)
+
+    assert chapter.CROSS_ATTENTION.run(cross_attention, hidden=True, seed=0).passed
+
+    def with_look_ahead(x, memory, w_q, w_k, w_v, src_mask=None):
+        look_ahead = tfm_ref.causal_mask(x.shape[1])  # (T, T), where the scores are (B, T, S)
+        mask = look_ahead if src_mask is None else src_mask[:, None, :] & look_ahead
+        return tfm_ref.scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, mask, return_weights=True)
+
+    report = chapter.CROSS_ATTENTION.run(with_look_ahead, hidden=True, seed=0)
+    assert not report.forbidden_call and report.mistake == "causal mask on cross-attention, T × T"
+
+
+def test_multi_head_cross_attention_built_with_biases_whatever_it_is_asked_fails_the_hidden_checks():
+    class WithBiases(tfm_ref.MultiHeadAttention):
+        def __init__(self, d_model, n_heads, n_kv_heads=None, bias=True, dropout=0.0):
+            super().__init__(d_model, n_heads, n_kv_heads, True, dropout)
+
+    assert chapter.CROSS_MULTIHEAD.run(WithBiases, guarded=False, seed=0).passed
+    report = chapter.CROSS_MULTIHEAD.run(WithBiases, hidden=True, guarded=False, seed=0)
+    assert not report.passed and "built with bias=False" in report.message

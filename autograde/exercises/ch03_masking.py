@@ -99,6 +99,12 @@ def _causal_not_aligned(n_q, n_k=None, device=None):
     return ones.tril()
 
 
+def _causal_everything(n_q, n_k=None, device=None):
+    ones, offset = _ones(n_q, n_k)
+    future = ones.long().triu(diagonal=offset + 1)  # 1 above the diagonal, as integers
+    return (~future).bool()  # ~ on 0/1 integers gives -1/-2, both true: nothing is blocked
+
+
 def _causal_float(n_q, n_k=None, device=None):
     return tfm_ref.causal_mask(n_q, n_k).float()
 
@@ -123,7 +129,8 @@ CAUSAL_MASK = Exercise(
         Mistake("upper instead of lower triangle", _causal_upper,
                 "query i (row i) may see keys 0 … i, the columns at and *left* of the diagonal: a lower "
                 "triangle. Yours lets each query see the future instead.",
-                "torch.tril, not torch.triu."),
+                "torch.tril, not torch.triu; compared by position, key j is allowed when "
+                "j <= i + n_k - n_q (arange(n_k)[None, :] against arange(n_q)[:, None])."),
         Mistake("polarity inverted (True = blocked)", _causal_inverted,
                 "in this course True means 'may attend'; you marked the blocked (future) positions, as "
                 "nn.Transformer's masks do.",
@@ -135,6 +142,11 @@ CAUSAL_MASK = Exercise(
                 "with n_k > n_q the queries are the *last* n_q positions (decoding with a cache), so query i "
                 "sees keys 0 … i + n_k − n_q; your triangle starts at the first key.",
                 "shift the triangle: tril(diagonal=n_k - n_q)."),
+        Mistake("nothing blocked", _causal_everything,
+                "your mask lets every query see every key. A common cause: ~ on an integer 0/1 tensor flips its "
+                "bits (~0 = −1, ~1 = −2), and both are true as booleans.",
+                "build the triangle as a boolean tensor (dtype=torch.bool) before any ~, or keep the lower "
+                "triangle with tril directly."),
         Mistake("a float mask", _causal_float,
                 "masks are boolean (True = may attend), so that ~mask and masked_fill work; yours holds floats.",
                 "build it with dtype=torch.bool."),
@@ -294,6 +306,8 @@ ATTENTION_MASK = Exercise(
         Case("length-1 sequences", dims=dict(B=2, S=1)),
         Case("lengths as a Python list",
              inputs=lambda gen, dims, dtype: Call(_lengths(gen, dims).tolist(), dims["S"], causal=True)),
+        Case("lengths as a Python list, causal=False",
+             inputs=lambda gen, dims, dtype: Call(_lengths(gen, dims).tolist(), dims["S"], causal=False)),
     ],
     mistakes=[
         Mistake("padding applied to the queries instead of the keys", _mask_on_queries,
@@ -312,7 +326,9 @@ ATTENTION_MASK = Exercise(
                 "padded keys must be blocked too; your mask blocks only the future.",
                 "& the causal mask with the padding mask of the keys, (B, 1, 1, S)."),
         Mistake("causal mask missing", _mask_causal_ignored,
-                "with causal=True future keys must be blocked as well; your mask blocks only the padding.",
+                "with causal=True future keys must be blocked as well; your mask blocks only the padding. (A "
+                "triangle negated with ~ while it holds integers blocks nothing: ~0 = −1 and ~1 = −2 are both "
+                "true.)",
                 "& the padding mask with causal_mask(max_len)."),
         Mistake("not expanded to (B, 1, T, T) when causal=False", _mask_not_expanded,
                 "without the causal mask your result keeps the padding mask's (B, 1, 1, S) shape; the exercise "
@@ -397,8 +413,10 @@ SHIFT_RIGHT = Exercise(
                 "token the model must predict.",
                 "put <bos> in front and drop the last target: cat([bos, targets[:, :-1]], dim=1)."),
         Mistake("dropped the first target instead of the last", _shift_drop_first,
-                "after <bos> come targets 0 … T − 2; you dropped target 0 and kept the last one.",
-                "targets[:, :-1], not targets[:, 1:]."),
+                "after <bos> come targets 0 … T − 2; yours has targets 1 … T − 1 after it: target 0 is gone and "
+                "the last one kept.",
+                "prepend <bos> to targets[:, :-1]; slicing targets[:, 1:], or writing <bos> over position 0 of "
+                "the targets, loses target 0."),
         Mistake("nothing dropped (length T + 1)", _shift_keep_all,
                 "the input must keep the targets' length T; prepending <bos> without dropping a target makes it "
                 "T + 1 long.",

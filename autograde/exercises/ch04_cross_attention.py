@@ -34,9 +34,25 @@ from .ch02_multihead import (
 __all__ = ["cross_attention_reference", "encoder_decoder_masks_reference", "CROSS_ATTENTION", "CROSS_MULTIHEAD",
            "ENCODER_DECODER_MASKS", "EXERCISES"]
 
-# Chapter 1's attention, given to the student (already graded there), and chapter 2's head helpers.
+# Chapter 1's attention, given to the student (already graded there), chapter 2's head helpers and chapter 3's
+# masks: the notebook's setup cell imports them.
 GIVEN_HELPERS = (tfm_ref.scaled_dot_product_attention, tfm_ref.softmax, tfm_ref.split_heads, tfm_ref.merge_heads,
-                 tfm_ref.repeat_kv)
+                 tfm_ref.repeat_kv, tfm_ref.causal_mask, tfm_ref.padding_mask)
+
+
+# Where a look-ahead mask that does not belong is placed: the name each gets in the catalogue, and its shape
+# and diagonal from (T, S). Chapter 3's causal_mask(T, S) aligns it to the end; causal_mask(T) is square.
+LOOK_AHEADS = {
+    "causal mask on cross-attention": lambda t, s: ((t, s), 0),
+    "causal mask on cross-attention, aligned to the end": lambda t, s: ((t, s), s - t),
+    "causal mask on cross-attention, T × T": lambda t, s: ((t, t), 0),
+}
+
+
+def _look_ahead(n_tgt: int, n_src: int, name: str) -> torch.Tensor:
+    """The look-ahead mask that ``LOOK_AHEADS[name]`` places."""
+    shape, diagonal = LOOK_AHEADS[name](n_tgt, n_src)
+    return torch.ones(shape, dtype=torch.bool).tril(diagonal=diagonal)
 
 
 # --------------------------------------------------------------------------- references not in tfm_ref
@@ -122,16 +138,32 @@ def _cross_mask_inverted(x, memory, w_q, w_k, w_v, src_mask=None):
     return cross_attention_reference(x, memory, w_q, w_k, w_v, None if src_mask is None else ~src_mask)
 
 
-def _cross_causal(x, memory, w_q, w_k, w_v, src_mask=None):
-    q, k, v = x @ w_q, memory @ w_k, memory @ w_v  # (B, T, Dk), (B, S, Dk), (B, S, Dv)
-    mask = torch.ones(q.shape[1], k.shape[1], dtype=torch.bool).tril()  # (T, S): a look-ahead mask
-    if src_mask is not None:
-        mask = mask & src_mask[:, None, :]  # (B, T, S)
-    return tfm_ref.scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+def _cross_all_from_memory(x, memory, w_q, w_k, w_v, src_mask=None):
+    return cross_attention_reference(memory, memory, w_q, w_k, w_v, src_mask)
+
+
+def _cross_causal(name: str):
+    def cross_attention(x, memory, w_q, w_k, w_v, src_mask=None):
+        q, k, v = x @ w_q, memory @ w_k, memory @ w_v  # (B, T, Dk), (B, S, Dk), (B, S, Dv)
+        mask = _look_ahead(q.shape[1], k.shape[1], name)  # (T, S)
+        if src_mask is not None:
+            mask = mask & src_mask[:, None, :]  # (B, T, S)
+        return tfm_ref.scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+    return cross_attention
+
+
+def _causal_cross_mistakes(impl, hint: str, fix: str) -> list[Mistake]:
+    """A look-ahead mask on cross-attention, placed each way of `LOOK_AHEADS`: ``impl(name)`` makes each."""
+    return [Mistake(name, impl(name), hint, fix) for name in LOOK_AHEADS]
 
 
 def _cross_no_scaling(x, memory, w_q, w_k, w_v, src_mask=None):
     return cross_attention_reference(x * math.sqrt(w_q.shape[-1]), memory, w_q, w_k, w_v, src_mask)
+
+
+def _cross_scaled_by_d_model(x, memory, w_q, w_k, w_v, src_mask=None):
+    # scores / √D instead of / √d_k, written as queries scaled by √(d_k / D)
+    return cross_attention_reference(x * math.sqrt(w_q.shape[-1] / x.shape[-1]), memory, w_q, w_k, w_v, src_mask)
 
 
 def _cross_mask_without_query_axis(x, memory, w_q, w_k, w_v, src_mask=None):
@@ -191,10 +223,10 @@ CROSS_ATTENTION = Exercise(
                 "in cross-attention only the queries come from the decoder (x); the keys and values come from "
                 "the encoder's output, so that the weights are n_tgt × n_src.",
                 "k = memory @ w_k, v = memory @ w_v."),
-        Mistake("queries taken from memory", _cross_q_from_memory,
-                "the queries come from the decoder, one row per target position; the memory gives the keys and "
-                "values.",
-                "q = x @ w_q."),
+        *(Mistake(name, impl, "the queries come from the decoder, one row per target position; the memory gives "
+                                  "the keys and values.", "q = x @ w_q.")
+          for name, impl in (("queries taken from memory", _cross_q_from_memory),
+                             ("queries, keys and values all taken from memory", _cross_all_from_memory))),
         Mistake("keys and values are the memory itself (not projected)", _cross_memory_unprojected,
                 "the keys and values are learned projections of the memory, never the memory itself.",
                 "k = memory @ w_k and v = memory @ w_v."),
@@ -208,10 +240,9 @@ CROSS_ATTENTION = Exercise(
         Mistake("source mask polarity inverted", _cross_mask_inverted,
                 "src_mask is True for the real tokens (may attend); you blocked them and let the padding through.",
                 "fill where ~src_mask (the given attention does this with src_mask[:, None, :] as its mask)."),
-        Mistake("causal mask on cross-attention", _cross_causal,
-                "the whole source is known before decoding starts, so target position t may read every real "
-                "source token; a look-ahead mask hides part of the source.",
-                "use the source padding mask only."),
+        *_causal_cross_mistakes(_cross_causal, "the whole source is known before decoding starts, so target "
+                                "position t may read every real source token; a look-ahead mask hides part of the "
+                                "source.", "use the source padding mask only."),
         Mistake("NaN for a source with no real token", _cross_nan_empty_source,
                 "a source with no real token blocks every key, and the softmax of a row of −inf is NaN; such "
                 "queries must get zero weights and a zero output.",
@@ -220,6 +251,10 @@ CROSS_ATTENTION = Exercise(
         Mistake("missing scaling", _cross_no_scaling,
                 "the scores are not divided by √d_k before the softmax.",
                 "divide (x @ w_q) @ (memory @ w_k).transpose(-2, -1) by math.sqrt(w_q.shape[-1])."),
+        Mistake("scaled by √d_model instead of √d_k", _cross_scaled_by_d_model,
+                "the scores are dot products of d_k-wide queries and keys, so their spread grows with √d_k; you "
+                "divided by √d_model, the width of x and memory.",
+                "divide by math.sqrt(w_q.shape[-1]) (d_k), not math.sqrt(x.shape[-1])."),
         *CHAPTER_1_MISTAKES,
     ],
     forbidden=(cross_attention_reference, *ATTENTION_LIBRARY),
@@ -258,14 +293,22 @@ class _MHAQueriesFromContext(BrokenMultiHeadAttention):
         return (x, x) if context is None else (context, x)
 
 
-class _MHACausalCross(BrokenMultiHeadAttention):
-    def attend(self, q, k, v, mask):
-        look_ahead = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()  # (T, S)
-        return tfm_ref.scaled_dot_product_attention(q, k, v, look_ahead if mask is None else mask & look_ahead)
+class _MHAAllFromContext(BrokenMultiHeadAttention):
+    def sources(self, x, context):
+        return (x, x) if context is None else (context, context)
+
+
+def _mha_causal_cross(name: str) -> type[BrokenMultiHeadAttention]:
+    class CausalCross(BrokenMultiHeadAttention):
+        def attend(self, q, k, v, mask):
+            look_ahead = _look_ahead(q.shape[-2], k.shape[-2], name)  # (T, S)
+            return tfm_ref.scaled_dot_product_attention(q, k, v, look_ahead if mask is None else mask & look_ahead)
+    return CausalCross
 
 
 _CROSS_SHAPES = [dict(B=1, T=1, S=2, D=2, H=1, G=1), dict(B=1, T=2, S=3, D=4, H=2, G=1),
-                 dict(B=1, T=2, S=3, D=4, H=2, G=2), dict(B=2, T=3, S=5, D=8, H=4, G=2)]
+                 dict(B=1, T=2, S=3, D=4, H=2, G=2), dict(B=1, T=2, S=3, D=4, H=4, G=2),
+                 dict(B=2, T=3, S=5, D=8, H=4, G=2)]
 
 CROSS_MULTIHEAD = Exercise(
     name="MultiHeadAttention",
@@ -285,6 +328,7 @@ CROSS_MULTIHEAD = Exercise(
         Case("longer target than source", dims=dict(B=2, T=6, S=2, D=8, H=2, G=1), inputs=_mha_cross_masked()),
         Case("a source that is all padding (fully masked rows)", inputs=_mha_cross_masked(empty=True)),
         Case("n_kv_heads=None (MHA)", dims=dict(B=2, T=3, S=5, D=12, H=3), inputs=_mha_cross_masked()),
+        Case("no biases (bias=False)", dims=dict(B=2, T=3, S=5, D=8, H=4, G=2, bias=0), inputs=_mha_cross_masked()),
         Case("self-attention still works (context=None)", inputs=_mha_self),
         Case("gradients (inputs and weights)", grad=True, inputs=_mha_cross_masked()),
     ],
@@ -293,18 +337,17 @@ CROSS_MULTIHEAD = Exercise(
                 "when `context` is given, the keys and values come from it (the encoder's output); only the "
                 "queries come from x.",
                 "source = x if context is None else context; k_proj and v_proj read source, q_proj reads x."),
-        Mistake("queries taken from the context", _MHAQueriesFromContext,
-                "the queries come from x (the decoder, T positions) and the context gives the keys and values "
-                "(S positions), so the output is (B, T, D).",
-                "q = split_heads(self.q_proj(x), self.n_heads); only k_proj and v_proj read the context."),
+        *(Mistake(name, impl, "the queries come from x (the decoder, T positions) and the context gives the keys "
+                              "and values (S positions), so the output is (B, T, D).",
+                  "q = split_heads(self.q_proj(x), self.n_heads); only k_proj and v_proj read the context.")
+          for name, impl in (("queries taken from the context", _MHAQueriesFromContext),
+                             ("queries, keys and values all taken from the context", _MHAAllFromContext))),
         Mistake("source padding mask ignored", MaskIgnoredMultiHeadAttention,
                 "the mask is not passed on to the attention, so padded source tokens still get weight.",
                 "scaled_dot_product_attention(q, k, v, mask): the source mask (B, 1, 1, S) broadcasts over heads "
                 "and target positions."),
-        Mistake("causal mask on cross-attention", _MHACausalCross,
-                "cross-attention needs no look-ahead mask: every target position may see the whole (real) "
-                "source.",
-                "pass only the mask you are given."),
+        *_causal_cross_mistakes(_mha_causal_cross, "cross-attention needs no look-ahead mask: every target "
+                                "position may see the whole (real) source.", "pass only the mask you are given."),
         # Chapter 2's, but for the mask, which is the source's here (above).
         *(m for m in MULTIHEAD_MISTAKES if m.impl is not MaskIgnoredMultiHeadAttention),
     ],
@@ -325,10 +368,11 @@ def _masks_empty_source(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(lengths.tolist(), dims["S"], dims["T"])
 
 
-def _masks_causal_cross(src_lengths, src_len, tgt_len):
-    self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
-    look_ahead = torch.ones(tgt_len, src_len, dtype=torch.bool).tril()  # (T, S)
-    return self_mask, cross_mask & look_ahead
+def _masks_causal_cross(name: str):
+    def encoder_decoder_masks(src_lengths, src_len, tgt_len):
+        self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
+        return self_mask, cross_mask & _look_ahead(tgt_len, src_len, name)
+    return encoder_decoder_masks
 
 
 def _masks_no_padding(src_lengths, src_len, tgt_len):
@@ -380,10 +424,9 @@ ENCODER_DECODER_MASKS = Exercise(
         Case("a source with no real token, lengths as a list", inputs=_masks_empty_source),
     ],
     mistakes=[
-        Mistake("causal mask on cross-attention", _masks_causal_cross,
-                "the look-ahead mask belongs to the decoder's *self*-attention only; cross-attention may see the "
-                "whole source (every real token).",
-                "cross_mask is the source padding mask alone, expanded to (B, 1, T, S)."),
+        *_causal_cross_mistakes(_masks_causal_cross, "the look-ahead mask belongs to the decoder's *self*-attention "
+                                "only; cross-attention may see the whole source (every real token).",
+                                "cross_mask is the source padding mask alone, expanded to (B, 1, T, S)."),
         Mistake("source padding mask missing", _masks_no_padding,
                 "cross-attention must not look at padded source tokens; your cross_mask lets them through.",
                 "padding_mask(src_lengths, src_len)[:, None, None, :], expanded to (B, 1, T, S)."),
