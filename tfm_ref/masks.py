@@ -1,8 +1,8 @@
 """Chapter 3 — masks. One convention everywhere: a boolean mask, **True = may attend**.
 
 This is the convention of ``F.scaled_dot_product_attention``. ``nn.MultiheadAttention`` and
-``nn.Transformer`` use the opposite (True = blocked); `from_torch` and the tests convert
-explicitly with ``~mask``.
+``nn.Transformer`` use the opposite (True = blocked). The modules `from_torch` returns take
+these masks: invert a mask written for PyTorch with ``~mask`` before passing it (the tests do).
 
 Shapes: B batch · T query positions · S key positions.
 """
