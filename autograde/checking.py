@@ -94,6 +94,8 @@ class Case:
         dtype: floating dtype of the inputs.
         grad: also compare the gradients of the floating inputs (and of module parameters).
         inputs: a different input maker ``(gen, dims, dtype) -> Call`` for this case.
+        tolerance: (rtol, atol) for this case instead of the exercise's, where the dtype itself
+            cannot tell the right answers apart any closer (a large mean in float32).
     """
 
     label: str
@@ -101,6 +103,7 @@ class Case:
     dtype: torch.dtype = torch.float32
     grad: bool = False
     inputs: Callable[[torch.Generator, Dims, torch.dtype], Call] | None = None
+    tolerance: Tolerance | None = None
 
 
 @dataclass(frozen=True)
@@ -368,6 +371,10 @@ class _Failure:
         return "\n".join(lines)
 
 
+def _tolerance(exercise: Exercise, case: Case) -> Tolerance:
+    return exercise.tolerance if case.tolerance is None else case.tolerance
+
+
 def gradient_names(exercise: Exercise, call: Call, weights: dict[str, torch.Tensor] | None) -> list[str]:
     """What each compared gradient is with respect to: the floating inputs by name, then the
     module's parameters (sorted by name, as `ModuleAdapter.parameters` gives them)."""
@@ -398,7 +405,7 @@ def _attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, s
     except CheckFailed as error:  # the student's object could not be built, or has no gradient path
         return _Failure(str(error), dict(dims), call, weights, expected, Outcome(error_type=CheckFailed.__name__),
                         setup=True)
-    problem, gradient = compare(expected, got, exercise.tolerance, gradient_names(exercise, call, weights),
+    problem, gradient = compare(expected, got, _tolerance(exercise, case), gradient_names(exercise, call, weights),
                                 exercise.output_names)
     if problem is None:
         return None
@@ -450,14 +457,14 @@ def _random_where_the_reference_is_not(exercise: Exercise, case: Case, candidate
     other = seed + 1
     reference = _reference(exercise, failure.dims, case.dtype, seed)
     expected = evaluate(lambda: reference, failure.call, grad=False, seed=other, parameters=exercise.adapter.parameters)
-    if not same(expected, failure.expected, exercise.tolerance):
+    if not same(expected, failure.expected, _tolerance(exercise, case)):
         return False
     try:
         again = candidate.evaluate(exercise, replace(case, grad=False), failure.call, failure.dims, other,
                                    failure.weights)
     except CheckFailed:
         return False
-    return again.error is None and not same(again, failure.got, exercise.tolerance)
+    return again.error is None and not same(again, failure.got, _tolerance(exercise, case))
 
 
 def _failing_uses(uses: Sequence[Exercise], candidate: Candidate, seed: int) -> list[Report]:
@@ -497,8 +504,8 @@ def _diagnose(exercise: Exercise, case: Case, failure: _Failure, seed: int, firs
     for mistake in exercise.mistakes:
         broken = _outcome_of(mistake, exercise, case, failure, seed)
         # A mistake that is right on this input explains nothing.
-        if broken is None or not same(broken, failure.got, exercise.tolerance) \
-                or same(broken, failure.expected, exercise.tolerance):
+        if broken is None or not same(broken, failure.got, _tolerance(exercise, case)) \
+                or same(broken, failure.expected, _tolerance(exercise, case)):
             continue
         if first is not None:
             there = _outcome_of(mistake, exercise, case, first, seed)
@@ -523,7 +530,7 @@ def _told_apart(exercise: Exercise, case: Case, candidate: Candidate, failure: _
         if again is None or again.setup or again.got.error is not None:
             continue
         still = [m for m in tied if (outcome := _outcome_of(m, exercise, case, again, other)) is not None
-                 and same(outcome, again.got, exercise.tolerance)]
+                 and same(outcome, again.got, _tolerance(exercise, case))]
         tied = still or tied
         if len(tied) == 1:
             break

@@ -173,6 +173,10 @@ LAYER_NORM_MISTAKES = [
     Mistake("result left in float32", _ln_not_cast_back, CAST_BACK_HINT, CAST_BACK_FIX),
 ]
 
+# float32 holds 1e4 + noise to about 1e-3, so right answers differ from one another by up to a few 1e-3 there (two
+# passes, torch.var_mean, statistics in float64); E[x²] − E[x]² cancels catastrophically and is off by far more.
+LARGE_MEAN_TOLERANCE = (1e-3, 1e-2)
+
 LAYER_NORM = Exercise(
     name="layer_norm",
     reference=tfm_ref.layer_norm,
@@ -186,7 +190,7 @@ LAYER_NORM = Exercise(
         Case("no γ, β (None)", inputs=_ln_plain),
         Case("one feature (D = 1)", dims=dict(B=2, T=3, D=1)),
         Case("tiny variance (ε dominates)", inputs=_scaled(_ln_inputs, 1e-3)),
-        Case("large mean (1e4 + noise)", inputs=_scaled(_ln_inputs, 1.0, 1e4)),
+        Case("large mean (1e4 + noise)", inputs=_scaled(_ln_inputs, 1.0, 1e4), tolerance=LARGE_MEAN_TOLERANCE),
         Case("huge values", inputs=_scaled(_ln_inputs, 1e6)),
         Case("float64", dtype=torch.float64),
         Case("float16", dtype=torch.float16),
@@ -344,7 +348,7 @@ LAYER_NORM_MODULE = Exercise(
     hidden=[
         Case("random sizes", dims=_SIZES),
         Case("without bias (bias=False)", dims=dict(B=2, T=3, D=6, nobias=1)),
-        Case("large mean (1e4 + noise)", inputs=_scaled(_module_input, 1.0, 1e4)),
+        Case("large mean (1e4 + noise)", inputs=_scaled(_module_input, 1.0, 1e4), tolerance=LARGE_MEAN_TOLERANCE),
         Case("float64", dtype=torch.float64),
         Case("float16, large values", dtype=torch.float16, inputs=_scaled(_module_input, 300.0)),
         Case("gradients (input, γ and β)", grad=True),

@@ -1,0 +1,58 @@
+"""Chapter 7 checks beyond tests/test_exercises.py: right answers computed another way pass the large-mean
+case, where float32 itself cannot tell them apart any closer, and the one-pass variance still fails it.
+"""
+import pytest
+import torch
+from torch import nn
+
+from autograde.exercises import ch07_norms as chapter
+
+
+ACCURATE = {
+    "torch.var_mean": lambda x: torch.var_mean(x, dim=-1, keepdim=True, correction=0),
+    "float64 statistics": lambda x: tuple(s.to(x.dtype) for s in torch.var_mean(x.double(), dim=-1, keepdim=True,
+                                                                                 correction=0)),
+}
+
+
+def _layer_norm(statistics):
+    def layer_norm(x, weight, bias, eps=1e-5):
+        xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        var, mean = statistics(xf)
+        y = (xf - mean) / torch.sqrt(var + eps)
+        y = y if weight is None else y * weight
+        return (y if bias is None else y + bias).to(x.dtype)
+    return layer_norm
+
+
+@pytest.mark.parametrize("how", ACCURATE)
+def test_layer_norm_from_other_accurate_statistics_passes_every_hidden_check(how):
+    for seed in range(5):
+        report = chapter.LAYER_NORM.run(_layer_norm(ACCURATE[how]), hidden=True, seed=seed)
+        assert report.passed, report.message
+
+
+@pytest.mark.parametrize("how", ACCURATE)
+def test_the_layer_norm_module_from_other_accurate_statistics_passes_every_hidden_check(how):
+    norm = _layer_norm(ACCURATE[how])
+
+    class LayerNorm(nn.Module):
+        def __init__(self, d, eps=1e-5, bias=True):
+            super().__init__()
+            self.eps, self.weight = eps, nn.Parameter(torch.ones(d))
+            self.bias = nn.Parameter(torch.zeros(d)) if bias else None
+
+        def forward(self, x):
+            return norm(x, self.weight, self.bias, self.eps)
+
+    report = chapter.LAYER_NORM_MODULE.run(LayerNorm, hidden=True, seed=0)
+    assert report.passed, report.message
+
+
+def test_the_one_pass_variance_still_fails_the_large_mean_case():
+    def one_pass(x):
+        mean = x.mean(-1, keepdim=True)
+        return x.pow(2).mean(-1, keepdim=True) - mean**2, mean
+
+    report = chapter.LAYER_NORM.run(_layer_norm(one_pass), hidden=True, seed=0)
+    assert not report.passed and "large mean" in report.message
