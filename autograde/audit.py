@@ -11,8 +11,10 @@ Flags: ``imports-reference`` (tfm_ref, except tfm_ref.widgets), ``imports-grader
 file functions, ``torch.load``…), ``runs-commands`` (``subprocess``, ``os.system``, ``socket``,
 ``os.fork``, ``os.kill``), ``dynamic-code`` (``exec``, ``eval``, ``compile``, ``__import__``,
 ``importlib``), ``introspection`` (the tools that reach into the running interpreter: ``gc``,
-``inspect``, ``ctypes``, threads, signals, frames, ``sys.settrace``, an object's ``__globals__``,
-``__closure__``, ``__subclasses__`` …), ``syntax-error``.
+``inspect``, ``ctypes``, threads (``asyncio`` too), signals, frames, ``sys.settrace``, ``sys.getprofile``, an
+object's ``__globals__``, ``__closure__``, ``__subclasses__``, ``object.__setattr__`` …), ``torch-internals``
+(``torch.ops``, torch's ``_C`` extension, ``torch.jit``, ``Tensor.as_subclass``: doors to the library's work that no exercise
+needs), ``syntax-error``, and ``unaudited-code`` (a cell too large or too deeply nested to read: look at it).
 """
 from __future__ import annotations
 
@@ -27,13 +29,18 @@ _COMMAND_MODULES = {"subprocess", "socket", "urllib", "requests", "http", "multi
 _DYNAMIC = {"exec", "eval", "compile", "__import__", "globals", "vars", "getattr", "setattr", "delattr"}
 _PATCH_CALLS = {"setattr", "delattr"}
 _INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "threading", "_thread", "signal", "faulthandler", "tracemalloc",
-                          "atexit", "concurrent", "multiprocessing", "dis", "types", "weakref", "sys._getframe"}
+                          "atexit", "concurrent", "multiprocessing", "dis", "types", "weakref", "sys._getframe",
+                          "asyncio"}
 _INTROSPECTION_ATTRIBUTES = {
     "_getframe", "_current_frames", "settrace", "setprofile", "addaudithook", "meta_path", "path_hooks",
     "f_back", "f_locals", "f_globals", "f_builtins", "gi_frame", "cr_frame", "tb_frame", "tb_next",
     "__globals__", "__closure__", "__code__", "__subclasses__", "__bases__", "__mro__", "__class__", "__dict__",
     "__builtins__", "__self__", "__func__", "__wrapped__", "__getattribute__", "__reduce__", "__reduce_ex__",
+    "getprofile", "gettrace", "__setattr__", "to_thread",
 }
+_TORCH_INTERNALS = {"ops", "_C", "jit", "_ops"}  # attributes of torch
+MAX_AUDITED_CHARS = 200_000
+"""A code cell longer than this is not parsed (the parser's memory grows some 600-fold with it): it is flagged."""
 _PROCESS_CALLS = {"fork", "forkpty", "kill", "killpg", "setsid", "execv", "execve", "execvp", "spawnv", "posix_spawn",
                   "system", "popen"}
 
@@ -71,6 +78,8 @@ def _module_flags(module: str) -> set[str]:
     if top in _INTROSPECTION_MODULES or module in _INTROSPECTION_MODULES or \
             module.rpartition(".")[2] in _INTROSPECTION_ATTRIBUTES:
         flags.add("introspection")
+    if top == "torch" and module.split(".")[1:2] and module.split(".")[1] in _TORCH_INTERNALS:
+        flags.add("torch-internals")
     return flags
 
 
@@ -78,10 +87,16 @@ def audit(sources: list[str]) -> list[str]:
     """Flags for the student's code cells (sorted, without duplicates)."""
     flags: set[str] = set()
     for source in sources:
+        if len(source) > MAX_AUDITED_CHARS:
+            flags.add("unaudited-code")
+            continue
         try:
             tree = ast.parse(source)
         except SyntaxError:
             flags.add("syntax-error")
+            continue
+        except (RecursionError, MemoryError, ValueError):  # nested too deeply for the parser
+            flags.add("unaudited-code")
             continue
         imported = _imports(tree)
         for module in imported.values():
@@ -110,6 +125,12 @@ def audit(sources: list[str]) -> list[str]:
                     flags.add("runs-commands")
             elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__"):
                 flags.add("dynamic-code")
-            if isinstance(node, ast.Attribute) and node.attr in _INTROSPECTION_ATTRIBUTES:
-                flags.add("introspection")
+            if isinstance(node, ast.Attribute):
+                bound = imported.get(_root_name(node) or "", "")
+                if node.attr in _INTROSPECTION_ATTRIBUTES:
+                    flags.add("introspection")
+                if (node.attr in _TORCH_INTERNALS and bound.split(".")[0] == "torch") or node.attr == "as_subclass":
+                    flags.add("torch-internals")
+                if node.attr == "modules" and bound == "sys":
+                    flags.add("dynamic-code")
     return sorted(flags)

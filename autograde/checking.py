@@ -34,6 +34,7 @@ message that names the likely mistake; on success it prints one line. In pytest 
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import random
@@ -588,6 +589,10 @@ def protect() -> None:
 
     load_all()
     SNAPSHOT.take()
+    with contextlib.suppress(ImportError):  # tqdm's monitor would start a thread inside a check, which the guard refuses
+        import tqdm
+
+        tqdm.tqdm.monitor_interval = 0
 
 
 def _show_failures_plainly() -> None:

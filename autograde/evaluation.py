@@ -67,7 +67,8 @@ def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
         outcome.output = _detach(output)
         outcome.changed = inputs.changed_from(call)
         if grad:
-            outcome.grads = _gradients(output, inputs, parameters(built), seed)
+            with guard():  # a custom autograd Function's backward is the student's code too
+                outcome.grads = _gradients(output, inputs, parameters(built), seed)
     except CheckFailed:
         raise
     except Exception as error:  # the student's code may raise anything; it is reported, not fatal
@@ -98,10 +99,13 @@ def flatten(value: Any) -> list[Any]:
 
 
 def _detach(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
+    """``value`` with its tensors detached. Only exact tensors, tuples and lists are touched: a subclass's own
+    code (``__torch_function__``, ``__new__``) would run here, after the guard; the wire refuses it later."""
+    kind = type(value)
+    if kind is torch.Tensor or kind is torch.nn.Parameter:
         return value.detach()
-    if isinstance(value, (tuple, list)):
-        return type(value)(_detach(v) for v in value)
+    if kind is tuple or kind is list:
+        return kind(_detach(v) for v in value)
     return value
 
 

@@ -7,8 +7,12 @@ Two guards, both used by `autograde.checking` around every call of a student's c
   ``nn.MultiheadAttention`` …) raises `ForbiddenCall`. It is a profile hook (``sys.setprofile``),
   so it catches the call however the function was reached: ``torch.softmax``, ``x.softmax``,
   ``from torch.nn.functional import softmax as s``, ``import tfm_ref as t; t.softmax``, or
-  ``softmax = tfm_ref.softmax`` handed in as the answer. The grader builds the reference
-  before entering the guard, so it needs no exemption.
+  ``softmax = tfm_ref.softmax`` handed in as the answer; a Tensor subclass's method; ``torch.ops``;
+  a copy of a documented reference function loaded from another file (its code and docstring,
+  not its file and line, are compared). Starting a thread or a process, or reading or switching the hook, is refused too:
+  code there would run out of its sight. The grader builds the reference before entering the
+  guard, so it needs no exemption. (`other_threads` lets the runner refuse a check while a thread
+  started earlier is still running.)
 * `Snapshot` — the namespaces the grader relies on (``torch``, ``torch.Tensor``, ``numpy``,
   ``math``, ``builtins``, ``tfm_ref``, ``autograde`` …), recorded before any student code runs
   and put back before every check: a student cell that rebinds ``torch.allclose``, swaps a
@@ -16,7 +20,10 @@ Two guards, both used by `autograde.checking` around every call of a student's c
 """
 from __future__ import annotations
 
+import _posixsubprocess
+import _thread
 import contextlib
+import functools
 import os
 import sys
 import threading
@@ -89,6 +96,51 @@ def _package_dir(name: str) -> str | None:
     return os.path.dirname(os.path.abspath(path)) + os.sep if path else None
 
 
+# Where code runs out of the hook's sight: a new thread (threading and asyncio.to_thread start theirs here) or
+# a new process.
+_ESCAPES = tuple(f for f in (_thread.start_new_thread, getattr(_thread, "start_joinable_thread", None), os.fork,
+                             os.forkpty, os.posix_spawn, os.posix_spawnp, os.system, os.execv, os.execve,
+                             _posixsubprocess.fork_exec) if f is not None)
+
+
+_OPERATORS = "torch.ops"
+# Where Python and the installed packages live: code from there is no student's copy of anything.
+_INSTALLED = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+_SIGNATURES: dict[types.CodeType, tuple] = {}
+
+
+def _signature(code: types.CodeType) -> tuple:
+    """What a function's code does, without where it was loaded from or at which line."""
+    if code not in _SIGNATURES:
+        consts = tuple(_signature(c) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c))
+                       for c in code.co_consts)
+        _SIGNATURES[code] = (code.co_code, code.co_names, code.co_varnames, code.co_freevars, consts)
+    return _SIGNATURES[code]
+
+
+@functools.cache
+def _reference_signatures(packages: tuple[str, ...]) -> dict[tuple, str]:
+    """The signature of every function of the loaded modules of ``packages`` → its name."""
+    found: dict[tuple, str] = {}
+    for name, module in list(sys.modules.items()):
+        if module is not None and any(name == p or name.startswith(p + ".") for p in packages):
+            for function in _functions_of(module, set()):
+                for code in _walk_code(function.__code__):
+                    found.setdefault(_signature(code), f"{function.__module__}.{function.__qualname__}")
+    return found
+
+
+_PUBLIC_MODULES = {"posix": "os", "_posixsubprocess": "subprocess"}  # where a student reaches the escapes
+
+
+def other_threads() -> list[str]:
+    """The Python threads running beside this one (their names where threading knows them): code there runs
+    outside a guard entered here."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    here = threading.get_ident()
+    return [names.get(ident, f"thread {ident}") for ident in sys._current_frames() if ident != here]
+
+
 class Forbid:
     """Context manager: while active, the listed callables and packages raise `ForbiddenCall`.
 
@@ -106,13 +158,25 @@ class Forbid:
         self._tensor_methods: dict[str, str] = {}
         for item in items:
             self._add(item)
-        # Turning the hook off from inside would defeat it.
-        self._guard_switches = set()
-        for hook in (sys.setprofile, sys.settrace, threading.setprofile, threading.settrace):
+        # Turning the hook off from inside, or reaching the hook object to empty it, would defeat it; code run in
+        # another thread or process runs where the hook does not.
+        self._guard_switches, self._escapes = set(), set()
+        for hook in (sys.setprofile, sys.settrace, sys.getprofile, sys.gettrace, threading.setprofile,
+                     threading.settrace):
             self._builtins[id(hook)] = f"{hook.__module__}.{hook.__name__}"
             self._guard_switches.add(self._builtins[id(hook)])
+        for escape in _ESCAPES:
+            self._builtins[id(escape)] = f"{_PUBLIC_MODULES.get(escape.__module__, escape.__module__)}.{escape.__name__}"
+            self._escapes.add(self._builtins[id(escape)])
+        self._packages = tuple(packages)
         self._dirs = tuple(d for d in map(_package_dir, packages) if d)
         self._allowed = {code for f in allowed if hasattr(f, "__code__") for code in _walk_code(f.__code__)}
+        self._allowed_copies = {_signature(code) for code in self._allowed}
+        # torch.ops.aten.<op>: the module that defines torch.ops, called from Python
+        ops = getattr(sys.modules.get("torch"), "ops", None)
+        operators = getattr(sys.modules.get(type(ops).__module__), "__file__", None) if ops is not None else None
+        self._operators = {operators} if operators else set()
+        self._torch_dir = os.path.dirname(operators) + os.sep if operators else "\0"
         self._previous: list[object] = []
 
     def _add(self, item: object) -> None:
@@ -139,6 +203,13 @@ class Forbid:
             if self._dirs and code.co_filename.startswith(self._dirs) and caller is not None \
                     and not caller.f_code.co_filename.startswith(self._dirs):
                 return f"{frame.f_globals.get('__name__', '?')}.{code.co_name}"
+            if code.co_filename in self._operators and caller is not None \
+                    and not caller.f_code.co_filename.startswith(self._torch_dir):
+                return _OPERATORS
+            if not code.co_filename.startswith(_INSTALLED + self._dirs):  # the student's code: is it a copy?
+                copied = self._copy_of(code)
+                if copied is not None:
+                    return f"a copy of {copied}"
         elif event == "c_call":
             if frame.f_code is _EXIT_CODE:  # the guard switching itself off
                 return None
@@ -146,9 +217,22 @@ class Forbid:
                 return self._builtins[id(arg)]
             owner = getattr(arg, "__self__", None)
             method = getattr(arg, "__name__", None)
-            if method in self._tensor_methods and type(owner).__name__ in ("Tensor", "Parameter"):
+            # a Tensor subclass's method too (x.as_subclass(T).softmax()), by the true MRO, which no class can fake
+            if method in self._tensor_methods and any(c.__name__ == "Tensor" for c in _MRO.__get__(type(owner))):
                 return self._tensor_methods[method]
         return None
+
+    def _copy_of(self, code: types.CodeType) -> str | None:
+        """The reference function or listed item whose code ``code`` repeats, docstring and all, wherever it was
+        loaded from and at whatever line (a package copied to /tmp, a file shifted by a blank line). Only a
+        function with a docstring is compared: a short undocumented one can be written alike on one's own."""
+        if not (code.co_consts and isinstance(code.co_consts[0], str)):
+            return None
+        signature = _signature(code)
+        if signature in self._allowed_copies:
+            return None
+        listed = {_signature(c): name for c, name in self._codes.items()}
+        return listed.get(signature) or _reference_signatures(self._packages).get(signature)
 
     def _profile(self, frame: types.FrameType, event: str, arg: object) -> None:
         if event in ("call", "c_call"):
@@ -160,7 +244,13 @@ class Forbid:
     def _why(self, what: str) -> str:
         if what in self._guard_switches:
             return "it would switch off the grader's guard. This part earns nothing while it does."
-        kind = "the course's reference" if what.startswith(_REFERENCE_PACKAGES) else \
+        if what == _OPERATORS:
+            return ("the operators under PyTorch's functions reach what an exercise forbids by another door. This "
+                    "part earns nothing while it does.")
+        if what in self._escapes:
+            return ("a check runs your code in this thread alone, and this would run code in another thread or "
+                    "process. This part earns nothing while it does.")
+        kind = "the course's reference" if what.removeprefix("a copy of ").startswith(_REFERENCE_PACKAGES) else \
             "a library function that does this exercise's work"
         return f"{kind}. Write it with basic tensor operations; this part earns nothing while it does."
 
@@ -174,15 +264,17 @@ class Forbid:
 
 
 _EXIT_CODE = Forbid.__exit__.__code__
+_MRO = type.__dict__["__mro__"]
 
 
 class Snapshot:
     """The attributes of the protected modules (and classes in them), to put back later.
 
     ``take()`` records every attribute of every loaded module under the protected prefixes, of
-    the classes those modules define (``torch.Tensor``), and every function's ``__code__`` and
-    ``__defaults__``; ``restore()`` puts back every recorded attribute that was rebound or
-    deleted since, and the ``sys.modules`` entries.
+    the classes those modules define (``torch.Tensor``) and of the grader's own objects they hold
+    (an exercise's ``forbidden``), and every function's ``__code__`` and ``__defaults__``;
+    ``restore()`` puts back every recorded attribute that was rebound or deleted since, and the
+    ``sys.modules`` entries.
     Restoring compares identities only, so it costs a few milliseconds.
     """
 
@@ -219,6 +311,8 @@ class Snapshot:
                 self._code.append((value, value.__code__, value.__defaults__, value.__kwdefaults__))
             elif issubclass(kind, type) and self._protected(str(vars(value).get("__module__", ""))):
                 self._record(value, seen)
+            elif str(vars(kind).get("__module__", "")).startswith("autograde.") and "__dict__" in dir(kind):
+                self._record(value, seen)  # an object of the grader's own, such as an Exercise
 
     def restore(self) -> list[str]:
         """Put everything back; returns what had been changed (for the audit)."""
@@ -250,5 +344,5 @@ def _set(obj: object, key: str, value: object) -> None:
     with contextlib.suppress(AttributeError, TypeError):  # a few C types refuse; nothing to restore there
         if isinstance(obj, type):
             type.__setattr__(obj, key, value)
-        else:
-            setattr(obj, key, value)
+        else:  # past a frozen dataclass's own __setattr__, as the student's change went
+            object.__setattr__(obj, key, value)

@@ -32,6 +32,7 @@ from .channel import Channel, ChannelClosed
 from .checking import Case, LocalCandidate, get_exercise, protect
 from .evaluation import CheckFailed, Outcome, describe_error
 from .inputs import Call
+from .integrity import ForbiddenCall, other_threads
 
 __all__ = ["serve", "TEXT_LIMIT"]
 
@@ -119,6 +120,11 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
             if not callable(impl):
                 return {"invalid": f"`{name}` should be a function or class, got {type(impl).__name__}",
                         "stdout": out.getvalue()}, []
+            running = other_threads()
+            if running:
+                raise ForbiddenCall(f"your notebook left a thread running ({', '.join(running)}), and code there would "
+                                    "run beside the check, outside its guard. Stop (join) the threads a cell starts "
+                                    "before it ends. This part earns nothing while one runs.")
             outcome = LocalCandidate(impl).evaluate(exercise, case, call, dims, request["seed"], weights)
         except CheckFailed as failure:
             return {"failed": str(failure)[:TEXT_LIMIT], "stdout": out.getvalue()}, []

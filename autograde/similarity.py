@@ -25,6 +25,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from .audit import MAX_AUDITED_CHARS
 from .course import ROOT
 
 __all__ = ["fingerprints", "similarity_flags", "K", "WINDOW", "MIN_FINGERPRINTS", "OVERLAP"]
@@ -59,7 +60,10 @@ def _tokens(source: str) -> list[str]:
 
 
 def fingerprints(source: str) -> set[int]:
-    """The winnowed fingerprints of ``source`` (see the module docstring)."""
+    """The winnowed fingerprints of ``source`` (see the module docstring); none for a cell too large to audit
+    (flagged ``unaudited-code`` instead)."""
+    if len(source) > MAX_AUDITED_CHARS:
+        return set()
     tokens = _tokens(source)
     hashes = [zlib.crc32(" ".join(tokens[i:i + K]).encode()) for i in range(len(tokens) - K + 1)]
     if len(hashes) <= WINDOW:

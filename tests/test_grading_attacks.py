@@ -183,6 +183,22 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
     "prints_without_end": (["import os\nprint('x' * 50_000_000)\nos.write(1, b'y' * 10_000_000)"], {"softmax":
         "def softmax(x, dim=-1):\n    print('z' * 10_000_000)\n    return x\n"}),
     "returns_a_huge_tensor": ([], {"softmax": "def softmax(x, dim=-1):\n    return torch.zeros(10**8)\n"}),
+    # The reference, reached where the guard does not look: a thread started earlier, a copy of the package
+    # loaded from /tmp, an exercise whose list of forbidden calls a cell emptied.
+    "serves_the_reference_from_a_thread": ([
+        "import queue, sys, threading\nasked, answered = queue.Queue(), queue.Queue()\n"
+        "def serve():\n    while True:\n        answered.put(sys.modules['tfm_ref'].softmax(*asked.get()))\n"
+        "threading.Thread(target=serve, daemon=True).start()"],
+        {"softmax": "def softmax(x, dim=-1):\n    asked.put((x, dim))\n    return answered.get()\n"}),
+    "loads_a_copy_of_the_reference": ([
+        "import shutil, sys\nshutil.copytree(sys.modules['tfm_ref'].__path__[0], '/tmp/borrowed',\n"
+        "                ignore=shutil.ignore_patterns('checkpoints', 'results', 'widgets', '__pycache__'))\n"
+        "sys.path.insert(0, '/tmp')\nimport borrowed.attention"],
+        {"softmax": "def softmax(x, dim=-1):\n    return borrowed.attention.softmax(x, dim)\n"}),
+    "empties_the_forbidden_lists": ([
+        "import sys\nfor exercise in sys.modules['autograde.exercises.ch01_attention'].EXERCISES:\n"
+        "    object.__setattr__(exercise, 'forbidden', ())"],
+        {"softmax": "def softmax(x, dim=-1):\n    return torch.softmax(x, dim).nan_to_num(0.0)\n"}),
 }
 
 
@@ -312,6 +328,9 @@ def test_the_next_notebook_in_the_same_sandbox_is_untouched(graded, attack):
     ("closes_its_socket", "crashed"),
     ("prints_without_end", "output-truncated"),
     ("returns_a_huge_tensor", "bad-reply"),
+    ("serves_the_reference_from_a_thread", "forbidden-call"),
+    ("loads_a_copy_of_the_reference", "forbidden-call"),
+    ("empties_the_forbidden_lists", "forbidden-call"),
 ])
 def test_an_attack_the_grader_can_see_is_flagged(graded, attack, flag):
     assert flag in _row(graded, f"{list(ATTACKS).index(attack):02d}a_")["flags"]

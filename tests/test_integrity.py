@@ -147,8 +147,9 @@ def test_torch_private_names_of_forbidden_functions_are_not_shown_to_students():
             shown |= {*guard._codes.values(), *guard._builtins.values()}
     assert {"torch.softmax", "torch.nn.functional.scaled_dot_product_attention", "torch.special.logsumexp",
             "torch.nn.MultiheadAttention", "torch.nn.Transformer.generate_square_subsequent_mask"} <= shown
-    internal = [name for name in shown if "._C." in name or "_VariableFunctions" in name
-                or (".modules." in name and not name.rpartition(".")[2].startswith("_"))]  # private ones have no other
+    # private ones have no other name: the modules' private helpers, and the loss kernels under F.cross_entropy
+    internal = [name for name in shown if ("._C." in name and not name.startswith("torch._C._nn."))
+                or "_VariableFunctions" in name or (".modules." in name and not name.rpartition(".")[2].startswith("_"))]
     assert internal == []
 
 
@@ -206,6 +207,15 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("import subprocess\nsubprocess.run(['ls'])", "runs-commands"),
     ("exec('x = 1')", "dynamic-code"),
     ("def broken(:", "syntax-error"),
+    ("import sys\nref = sys.modules['tfm_ref']", "dynamic-code"),
+    ("import asyncio\ny = asyncio.run(asyncio.to_thread(f, x))", "introspection"),
+    ("object.__setattr__(exercise, 'forbidden', ())", "introspection"),
+    ("import sys\nguard = sys.getprofile()", "introspection"),
+    ("import torch\ny = torch.ops.aten._softmax(x, -1, False)", "torch-internals"),
+    ("from torch import jit\nscripted = jit.script(f)", "torch-internals"),
+    ("y = x.as_subclass(Plain).softmax(-1)", "torch-internals"),
+    ("total = " + "+".join(["1"] * 100_000), "unaudited-code"),
+    ("x = " + "-" * 200_000 + "1", "unaudited-code"),
 ])
 def test_audit_flags_what_student_code_should_not_do(code, flag):
     assert flag in audit([code])
@@ -218,3 +228,81 @@ def test_audit_leaves_ordinary_solutions_and_widgets_clean():
     assert audit([solution]) == []
 
 
+
+
+def _in_a_thread(x, dim=-1):
+    import asyncio
+
+    return asyncio.run(asyncio.to_thread(torch.softmax, x, dim))
+
+
+def _through_the_operators(x, dim=-1):
+    return torch.ops.aten._safe_softmax(x, dim)
+
+
+def _through_a_subclass(x, dim=-1):
+    return x.as_subclass(type("Plain", (torch.Tensor,), {})).softmax(dim).as_subclass(torch.Tensor)
+
+
+def _reads_the_guard(x, dim=-1):
+    import operator
+    import sys
+
+    guard = operator.attrgetter("__self__")(sys.getprofile())
+    guard._builtins.clear()
+    return torch.softmax(x, dim)
+
+
+@pytest.mark.parametrize(("borrowed", "named"), [
+    (_in_a_thread, "_thread.start_new_thread"),
+    (_through_the_operators, "torch.ops"),
+    (_through_a_subclass, "Tensor.softmax"),
+    (_reads_the_guard, "sys.getprofile"),
+])
+def test_other_doors_to_the_library_softmax_earn_nothing(borrowed, named):
+    with pytest.raises(CheckFailed, match=f"ForbiddenCall: your code called {named}, which is off limits"):
+        check("ch01_attention.softmax", borrowed)
+
+
+def test_a_copy_of_the_reference_loaded_from_elsewhere_at_other_lines_earns_nothing(tmp_path):
+    import importlib.util
+
+    source = (tfm_ref.attention.__file__)
+    copy = tmp_path / "copied_attention.py"
+    copy.write_text("\n\n" + open(source).read().replace("from .", "from tfm_ref."))
+    spec = importlib.util.spec_from_file_location("copied_attention", copy)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    with pytest.raises(CheckFailed, match="a copy of tfm_ref.attention.softmax, which is off limits while a check "
+                                          "runs: the course's reference"):
+        check("ch01_attention.softmax", lambda x, dim=-1: module.softmax(x, dim))
+
+
+def test_an_exercise_whose_forbidden_list_a_cell_emptied_is_put_back_before_the_next_check():
+    exercise = chapter01.SOFTMAX
+    listed = exercise.forbidden
+    object.__setattr__(exercise, "forbidden", ())
+    try:
+        with pytest.raises(CheckFailed, match="ForbiddenCall"):
+            check("ch01_attention.softmax", _library)
+        assert exercise.forbidden is listed
+    finally:
+        object.__setattr__(exercise, "forbidden", listed)
+
+
+def test_a_tuple_subclass_returned_is_not_rebuilt_after_the_guard_lifts():
+    built_from = []
+
+    class Answer(tuple):
+        def __new__(cls, items=()):  # code of the student's that could run the reference, were it called unguarded
+            built_from.append(type(items))
+            return super().__new__(cls, items)
+
+    def attention(q, k, v, mask=None, *, return_weights=False):
+        weights = good_softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
+        return Answer((weights @ v, weights))
+
+    with pytest.raises(CheckFailed, match="subclass|only tensors"):
+        check("ch01_attention.attention", attention)
+    assert set(built_from) == {tuple}  # built by the student's own code only, never again from the grader's items

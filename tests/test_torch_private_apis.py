@@ -25,6 +25,12 @@ PRIVATE_USES = {
     "torch._softmax": "autograde/exercises/ch01_attention.py: a softmax the student may not call",
     "torch.nn.modules.transformer._generate_square_subsequent_mask":
         "autograde/exercises/ch03_masking.py: a causal mask the student may not call",
+    "torch._log_softmax": "autograde/exercises/ch01_attention.py: a softmax the student may not call",
+    "torch._fused_rms_norm": "autograde/exercises/ch07_norms.py: a norm the student may not call",
+    "torch._C._nn.cross_entropy_loss": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
+    "torch._C._nn.nll_loss": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
+    "torch._C._nn.nll_loss_nd": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
+    "torch._C._nn.nll_loss2d": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
     "torch._safe_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._masked_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._scaled_dot_product_attention_math": "autograde/exercises/ch09_efficient.py: an attention kernel",

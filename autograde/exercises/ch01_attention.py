@@ -26,9 +26,11 @@ __all__ = ["SOFTMAX", "ATTENTION", "MASKED_ATTENTION", "EXERCISES", "ATTENTION_L
 # Library functions that would do the softmax for the student.
 SOFTMAX_LIBRARY = (torch.softmax, torch.Tensor.softmax, F.softmax, torch.special.softmax, torch.nn.Softmax,
                    torch._softmax, torch.log_softmax, torch.Tensor.log_softmax, F.log_softmax,
-                   torch._safe_softmax, torch._masked_softmax,
-                   torch.logsumexp, torch.Tensor.logsumexp, torch.special.logsumexp)  # exp(x − logsumexp x)
-ATTENTION_LIBRARY = (F.scaled_dot_product_attention, torch.nn.MultiheadAttention, F.multi_head_attention_forward)
+                   torch.special.log_softmax, torch._log_softmax, torch._safe_softmax, torch._masked_softmax,
+                   torch.logsumexp, torch.Tensor.logsumexp, torch.special.logsumexp,  # exp(x − logsumexp x)
+                   torch.logcumsumexp, torch.Tensor.logcumsumexp)  # its last entry is logsumexp
+ATTENTION_LIBRARY = (F.scaled_dot_product_attention, torch._scaled_dot_product_attention_math, torch.nn.MultiheadAttention,
+                     F.multi_head_attention_forward)
 
 
 # --------------------------------------------------------------------------- 1. softmax

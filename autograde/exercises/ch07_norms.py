@@ -26,7 +26,8 @@ __all__ = ["LAYER_NORM", "RMS_NORM", "LAYER_NORM_MODULE", "RESIDUAL", "EXERCISES
 
 # Library functions and modules that would normalise for the student.
 NORM_LIBRARY = (F.layer_norm, torch.layer_norm, torch.native_layer_norm, nn.LayerNorm, F.group_norm,
-                torch.group_norm, nn.GroupNorm, F.instance_norm, F.rms_norm, torch.rms_norm, nn.RMSNorm)
+                torch.group_norm, nn.GroupNorm, F.instance_norm, F.rms_norm, torch.rms_norm, torch._fused_rms_norm,
+                nn.RMSNorm)
 
 # The shrink ladder starts at D = 2: with one feature the unbiased variance is NaN, which says less
 # than the D/(D−1) factor it shows at D = 2 (the hidden "one feature" case still tries D = 1).

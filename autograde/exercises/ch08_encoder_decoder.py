@@ -557,7 +557,8 @@ NOAM = Exercise(
 # --------------------------------------------------------------------------- 5. label-smoothed cross-entropy
 
 LOSS_LIBRARY = (F.cross_entropy, F.nll_loss, nn.CrossEntropyLoss, nn.NLLLoss, F.kl_div, nn.KLDivLoss,
-                F.binary_cross_entropy)
+                F.binary_cross_entropy, torch._C._nn.cross_entropy_loss, torch._C._nn.nll_loss, torch._C._nn.nll_loss_nd,
+                torch._C._nn.nll_loss2d)
 
 
 def _loss_inputs(gen: torch.Generator, dims, dtype: torch.dtype, smoothing: float = 0.1,
