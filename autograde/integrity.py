@@ -30,6 +30,9 @@ import threading
 import types
 from collections.abc import Callable, Iterable, Iterator
 
+import torch
+from torch.overrides import TorchFunctionMode
+
 __all__ = ["ForbiddenCall", "Forbid", "Snapshot", "PROTECTED_MODULES"]
 
 PROTECTED_MODULES = (
@@ -96,6 +99,9 @@ def _package_dir(name: str) -> str | None:
     return os.path.dirname(os.path.abspath(path)) + os.sep if path else None
 
 
+# Taking the guard's torch-function mode off the stack
+_MODE_SWITCHES = (torch._C._pop_torch_function_stack, torch._C._set_torch_function_state)
+_MODE_SWITCH_IDS = frozenset(map(id, _MODE_SWITCHES))
 # Where code runs out of the hook's sight: a new thread (threading and asyncio.to_thread start theirs here) or
 # a new process.
 _ESCAPES = tuple(f for f in (_thread.start_new_thread, getattr(_thread, "start_joinable_thread", None), os.fork,
@@ -162,7 +168,7 @@ class Forbid:
         # another thread or process runs where the hook does not.
         self._guard_switches, self._escapes = set(), set()
         for hook in (sys.setprofile, sys.settrace, sys.getprofile, sys.gettrace, threading.setprofile,
-                     threading.settrace):
+                     threading.settrace, *_MODE_SWITCHES):
             self._builtins[id(hook)] = f"{hook.__module__}.{hook.__name__}"
             self._guard_switches.add(self._builtins[id(hook)])
         for escape in _ESCAPES:
@@ -203,9 +209,11 @@ class Forbid:
             if self._dirs and code.co_filename.startswith(self._dirs) and caller is not None \
                     and not caller.f_code.co_filename.startswith(self._dirs):
                 return f"{frame.f_globals.get('__name__', '?')}.{code.co_name}"
-            if code.co_filename in self._operators and caller is not None \
-                    and not caller.f_code.co_filename.startswith(self._torch_dir):
-                return _OPERATORS
+            if code.co_filename in self._operators and caller is not None:
+                if caller.f_code is _MODE_CODE:  # an operator the guard's mode passes on: whose call was it?
+                    caller = caller.f_back
+                if caller is not None and not caller.f_code.co_filename.startswith(self._torch_dir):
+                    return _OPERATORS
             if not code.co_filename.startswith(_INSTALLED + self._dirs):  # the student's code: is it a copy?
                 copied = self._copy_of(code)
                 if copied is not None:
@@ -213,6 +221,8 @@ class Forbid:
         elif event == "c_call":
             if frame.f_code is _EXIT_CODE:  # the guard switching itself off
                 return None
+            if id(arg) in _MODE_SWITCH_IDS and frame.f_code.co_filename.startswith(_INSTALLED):
+                return None  # PyTorch's own code steps past its modes (autograd.grad does)
             if id(arg) in self._builtins:
                 return self._builtins[id(arg)]
             owner = getattr(arg, "__self__", None)
@@ -233,6 +243,13 @@ class Forbid:
             return None
         listed = {_signature(c): name for c, name in self._codes.items()}
         return listed.get(signature) or _reference_signatures(self._packages).get(signature)
+
+    def listed(self, func: object) -> str | None:
+        """The name of ``func`` if it is one of the listed items (a builtin, a Tensor method, a function)."""
+        if id(func) in self._builtins:
+            return self._builtins[id(func)]
+        # not getattr: an operator packet (torch.ops.…) answers any attribute with Python code of its own
+        return self._codes.get(func.__code__) if type(func) is types.FunctionType else None
 
     def _profile(self, frame: types.FrameType, event: str, arg: object) -> None:
         if event in ("call", "c_call"):
@@ -255,15 +272,36 @@ class Forbid:
         return f"{kind}. Write it with basic tensor operations; this part earns nothing while it does."
 
     def __enter__(self) -> Forbid:
-        self._previous.append(sys.getprofile())
+        mode = _RefuseListed(self)
+        mode.__enter__()
+        self._previous.append((sys.getprofile(), mode))
         sys.setprofile(self._profile)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        sys.setprofile(self._previous.pop())
+        profile, mode = self._previous.pop()
+        sys.setprofile(profile)
+        mode.__exit__(None, None, None)
+
+
+class _RefuseListed(TorchFunctionMode):
+    """Sees every call of a PyTorch function, from Python or from C (``functools.partial(torch.softmax)``,
+    ``map``, a Tensor subclass), where the profile hook sees only calls made from Python."""
+
+    def __init__(self, guard: Forbid) -> None:
+        super().__init__()
+        self.guard = guard
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        what = self.guard.listed(func)
+        if what is not None:
+            raise ForbiddenCall(f"your code called {what}, which is off limits while a check runs: "
+                                + self.guard._why(what))
+        return func(*args, **(kwargs or {}))
 
 
 _EXIT_CODE = Forbid.__exit__.__code__
+_MODE_CODE = _RefuseListed.__torch_function__.__code__
 _MRO = type.__dict__["__mro__"]
 
 

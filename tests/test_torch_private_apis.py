@@ -31,6 +31,10 @@ PRIVATE_USES = {
     "torch._C._nn.nll_loss": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
     "torch._C._nn.nll_loss_nd": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
     "torch._C._nn.nll_loss2d": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
+    "torch._C._pop_torch_function_stack": "autograde/integrity.py: the guard's torch-function mode is not to be "
+                                          "taken off by a student's code",
+    "torch._C._set_torch_function_state": "autograde/integrity.py: the guard's torch-function mode is not to be "
+                                          "switched off by a student's code",
     "torch._safe_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._masked_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._scaled_dot_product_attention_math": "autograde/exercises/ch09_efficient.py: an attention kernel",
