@@ -11,6 +11,7 @@ OUT (the course root by default, where formgrader and ``nbgrader release_feedbac
     OUT/autograded/<student_id>/<assignment>/<assignment>.ipynb   the notebook as it ran, for formgrader
     OUT/feedback/<student_id>/<assignment>/<assignment>.html      the page the student gets
     OUT/grades.csv                                                student_id, assignment, notebook, score, max_score, flags, per-cell scores
+    OUT/grader-errors.log                                         the grader's own failures (grader-error…), with tracebacks
 
 ``score`` is after nbgrader's late penalty (a late submission has the flag ``late``). Every
 submission gets a row scored against the assignment's real maximum, whatever it holds; if the
@@ -20,6 +21,7 @@ gradebook cannot be opened or the sandbox cannot start at all, nothing is graded
 from __future__ import annotations
 
 import csv
+import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -40,6 +42,7 @@ from .slot import unscored_row
 __all__ = ["grade", "GradingError", "CSV_COLUMNS"]
 
 CSV_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score", "flags", "cells"]
+ERRORS_LOG = "grader-errors.log"
 
 
 class GradingError(RuntimeError):
@@ -119,7 +122,19 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
         row["flags"] = sorted({*row["flags"], *flags})
     rows.sort(key=lambda r: (r["student_id"], r["assignment"]))
     _write_csv(out / "grades.csv", rows)
+    _write_errors(out / ERRORS_LOG, rows)
     return rows
+
+
+def _write_errors(path: Path, rows: list[dict]) -> None:
+    """The grader's own failures, each row's traceback under its student and assignment, where an instructor can
+    read why (a flag on the row says that one is there); no file when there were none."""
+    failed = [r for r in rows if r.get("errors")]
+    path.unlink(missing_ok=True)  # from an earlier run
+    if failed:
+        path.write_text("".join(f"== {r['student_id']} / {r['assignment']}\n" + "\n".join(r["errors"]) + "\n"
+                                for r in failed), encoding="utf-8", errors="backslashreplace")
+        print(f"the grader failed on {len(failed)} notebook(s): the tracebacks are in {path}", file=sys.stderr)
 
 
 def _cell(value: object) -> object:

@@ -80,9 +80,11 @@ def _kind(cell: nbformat.NotebookNode) -> str:
     return "widget" if _is_widget(cell) else "student"
 
 
-def _student_cells(student: nbformat.NotebookNode | None, known: set[str]) -> tuple[dict, dict, list]:
+def _student_cells(student: nbformat.NotebookNode | None, known: set[str],
+                   solutions: set[str]) -> tuple[dict, dict, list]:
     """The student's solution sources by grade_id, and their own cells grouped by the known
-    cell they precede (``None``: after the last one)."""
+    cell they precede (``None``: after the last one). A solution cell duplicated in Jupyter keeps its
+    grade_id: its later copies run as the student's own cells, where the notebook ran them."""
     answers: dict[str, str] = {}
     extras: dict[str | None, list[str]] = {}
     pending: list[str] = []
@@ -90,7 +92,10 @@ def _student_cells(student: nbformat.NotebookNode | None, known: set[str]) -> tu
     for cell in (c for c in (cells if isinstance(cells, list) else []) if isinstance(c, dict)):
         grade_id = _meta(cell).get("grade_id")
         source = _source(cell)
-        if isinstance(grade_id, str) and grade_id in known:
+        if isinstance(grade_id, str) and grade_id in answers:
+            if grade_id in solutions and cell.get("cell_type") == "code" and source.strip():
+                pending.append(source)
+        elif isinstance(grade_id, str) and grade_id in known:
             answers.setdefault(grade_id, source)
             extras.setdefault(grade_id, []).extend(pending)
             pending = []
@@ -105,7 +110,8 @@ def merge(source: nbformat.NotebookNode, release: nbformat.NotebookNode,
     if len(source.cells) != len(release.cells):
         raise ValueError("the released notebook does not match its source: run `python -m autograde release`")
     known = {g for g in (_meta(c).get("grade_id") for c in source.cells) if g}
-    answers, extras, trailing = _student_cells(student, known)
+    solutions = {_meta(c).get("grade_id") for c in source.cells if _kind(c) == "student"} & known
+    answers, extras, trailing = _student_cells(student, known, solutions)
     cells: list[GradedCell] = []
     for original, released in zip(source.cells, release.cells):
         meta, kind = _meta(original), _kind(original)

@@ -51,18 +51,21 @@ class SlotGrader:
     def grade(self, task: dict) -> dict:
         """The row of one submission, whatever it holds; a sandbox that breaks is restarted
         and the submission graded again, once."""
+        errors = []
         for _ in range(2):
             try:
                 return self._grade(task)
             except SandboxError as error:
                 flag, problem = "sandbox-failed", f"the sandbox failed: {error}"
+                errors.append(f"{flag}: {error}")
                 self.sandbox.close()
                 self.sandbox = Sandbox(self.limits, self.sandbox.name).start()
-            except Exception:  # a grader bug costs this row only; the traceback goes to the log
-                traceback.print_exc()
+            except Exception:  # a grader bug costs this row only; its traceback goes to grader-errors.log
                 flag, problem = "grader-error", "the grader failed on this notebook"
+                errors.append(f"{flag}: {traceback.format_exc()}")
                 break
-        return self.unscored(task, flag, f"{problem}; your instructor will look at it.")
+        row = self.unscored(task, flag, f"{problem}; your instructor will look at it.")
+        return {**row, "errors": [*errors, *row["errors"]]}
 
     def unscored(self, task: dict, flag: str, problem: str) -> dict:
         return unscored_row(task, merge(*self.assets(task["assignment"]), None), flag, problem, self.staging,
@@ -89,7 +92,7 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
     student, assignment = task["student_id"], task["assignment"]
     staged = write_executed(staging, student, assignment, cells, results).parent
     stage_files(staging, student, assignment, task.get("timestamp"), task.get("secret"))
-    score, flags = sum(scores.values()), set(flags)
+    score, flags, errors = sum(scores.values()), set(flags), []
     try:
         entry = recorder.record(student, assignment)
     finally:  # the staging folder holds one submission at a time: nbgrader finds no one else's there
@@ -104,12 +107,13 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
             flags.add("late")
         try:
             write_feedback(recorder.out, student, assignment, scores, entry.penalty)
-        except Exception:  # the row stands without its page; the traceback goes to the log
-            traceback.print_exc()
+        except Exception:  # the row stands without its page; its traceback goes to grader-errors.log
             flags.add("feedback-error")
+            errors.append(f"feedback-error: {traceback.format_exc()}")
     code = {c.grade_id: c.source for c in cells if c.kind == "student" and c.grade_id}
     return {"student_id": student, "assignment": assignment, "notebook": assignment, "score": score,
-            "max_score": max_score(cells), "flags": sorted(flags), "cell_scores": scores, "code": code}
+            "max_score": max_score(cells), "flags": sorted(flags), "cell_scores": scores, "code": code,
+            "errors": errors}
 
 
 def unscored_row(task: dict, cells: list[GradedCell], flag: str, problem: str, staging: Path, recorder: Recorder) -> dict:

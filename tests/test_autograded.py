@@ -51,3 +51,28 @@ def test_a_slot_stages_one_submission_at_a_time(tmp_path):
         assert row["score"] == 1.0 and row["flags"] == ["gradebook-error"]  # the spy records nothing
     assert staged == [["ann/ch01_attention"], ["bob/ch01_attention"], ["ann/ch01_attention"]]
     assert not any(staging.iterdir())
+
+
+def test_a_grader_failure_costs_its_row_and_its_traceback_reaches_grader_errors_log(tmp_path, capsys):
+    from autograde.grade import ERRORS_LOG, _write_errors
+    from autograde.slot import SlotGrader
+
+    class Failing(SlotGrader):
+        def __init__(self):  # no sandbox: the failure comes before one would run anything
+            pass
+
+        def _grade(self, task):
+            raise KeyError("a bug of the grader's")
+
+        def unscored(self, task, flag, problem):
+            return {"student_id": task["student_id"], "assignment": task["assignment"], "flags": [flag],
+                    "errors": []}
+
+    row = Failing().grade({"student_id": "ada", "assignment": "ch01_attention"})
+    assert row["flags"] == ["grader-error"]
+    _write_errors(tmp_path / ERRORS_LOG, [row, {"student_id": "bob", "assignment": "ch01_attention", "errors": []}])
+    log = (tmp_path / ERRORS_LOG).read_text()
+    assert log.startswith("== ada / ch01_attention\ngrader-error: Traceback") and "KeyError: \"a bug of the grader's\"" in log
+    assert "bob" not in log and str(tmp_path / ERRORS_LOG) in capsys.readouterr().err
+    _write_errors(tmp_path / ERRORS_LOG, [])
+    assert not (tmp_path / ERRORS_LOG).exists()  # a later clean run leaves no stale log
