@@ -11,10 +11,11 @@ Flags: ``imports-reference`` (tfm_ref, except tfm_ref.widgets), ``imports-grader
 file functions, ``torch.load``…), ``runs-commands`` (``subprocess``, ``os.system``, ``socket``,
 ``os.fork``, ``os.kill``), ``dynamic-code`` (``exec``, ``eval``, ``compile``, ``__import__``,
 ``importlib``), ``introspection`` (the tools that reach into the running interpreter: ``gc``,
-``inspect``, ``ctypes``, threads (``asyncio`` too), signals, frames, ``sys.settrace``, ``sys.getprofile``, an
-object's ``__globals__``, ``__closure__``, ``__subclasses__``, ``object.__setattr__`` …), ``torch-internals``
-(``torch.ops``, torch's ``_C`` extension, ``torch.jit``, ``Tensor.as_subclass``: doors to the library's work that no exercise
-needs), ``syntax-error``, and ``unaudited-code`` (a cell too large or too deeply nested to read: look at it).
+``inspect``, ``ctypes``, threads (``asyncio`` too), signals, frames, ``sys.settrace``, ``sys.getprofile``,
+an object's ``__globals__``, ``__closure__``, ``__subclasses__``, ``object.__setattr__`` …),
+``torch-internals`` (``torch.ops``, torch's ``_C`` extension, ``torch.jit``, ``Tensor.as_subclass``: doors
+to the library's work that no exercise needs), ``syntax-error``, and ``unaudited-code`` (a cell too large
+or too deeply nested to read: look at it).
 """
 from __future__ import annotations
 

@@ -589,7 +589,8 @@ def protect() -> None:
 
     load_all()
     SNAPSHOT.take()
-    with contextlib.suppress(ImportError):  # tqdm's monitor would start a thread inside a check, which the guard refuses
+    # tqdm's monitor would start a thread inside a check, which the guard refuses
+    with contextlib.suppress(ImportError):
         import tqdm
 
         tqdm.tqdm.monitor_interval = 0

@@ -40,6 +40,10 @@ class Submission:
     secret: str | None = None  # submission_secret.txt
 
 
+NOT_STUDENTS = (".", "__MACOSX")
+"""Folders that are no student's: hidden ones, and the resource forks macOS adds to a zip."""
+
+
 def _inside(path: Path, folder: Path) -> bool:
     """Does ``path``, with every symlink followed, stay under ``folder`` (taken literally)?"""
     return os.path.realpath(path).startswith(str(folder) + os.sep)
@@ -54,11 +58,19 @@ def find_submissions(root: Path, assignments: list[str], max_bytes: int,
     base = Path(os.path.realpath(root))
     flags = flags or {}
     found = []
-    for student in sorted(p for p in base.iterdir() if not p.name.startswith((".", "__MACOSX"))):
+    for student in sorted(p for p in base.iterdir() if not p.name.startswith(NOT_STUDENTS)):
         if student.is_dir():  # a stray file is not a student; a symlinked folder is refused below
             for assignment in sorted(p for p in student.iterdir() if p.name in assignments):
                 found.append(_submission(base / student.name, assignment, flags.get(student.name, []), max_bytes))
     return found
+
+
+def without_assignments(root: Path, assignments: list[str]) -> list[str]:
+    """The folders under ``root`` that `find_submissions` takes for students but that hold no folder named after
+    an assignment (a misnamed one, say): no row comes from them, so the instructor is told."""
+    base = Path(os.path.realpath(root))
+    return sorted(p.name for p in base.iterdir() if not p.name.startswith(NOT_STUDENTS) and p.is_dir()
+                  and not any(child.name in assignments for child in p.iterdir()))
 
 
 def _submission(folder: Path, assignment_dir: Path, flags: list[str], max_bytes: int) -> Submission:
@@ -185,9 +197,12 @@ def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, ma
 
 
 def _common_top(members: list[zipfile.ZipInfo], assignments: list[str]) -> list[str]:
-    """``["class"]`` when every member sits in one folder that holds the student folders."""
-    parts = [[p for p in m.filename.split("/") if p not in ("", ".")] for m in members]
-    firsts = {p[0] for p in parts if p}
+    """``["class"]`` when every member sits in one folder that holds the student folders (members that are
+    skipped anyway, and macOS's ``__MACOSX`` beside the folder, aside)."""
+    parts = [[p for p in m.filename.split("/") if p not in ("", ".")]
+             for m in members if not m.filename.startswith("/")]
+    parts = [p for p in parts if p and ".." not in p and not p[0].startswith(NOT_STUDENTS)]
+    firsts = {p[0] for p in parts}
     if len(firsts) != 1:
         return []
     # One top folder: a student folder itself (its children are assignments), or a wrapper.

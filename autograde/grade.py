@@ -29,7 +29,7 @@ from pathlib import Path
 import nbformat
 
 from .autograded import Recorder
-from .collection import CollectionError, extract_zip, find_submissions
+from .collection import CollectionError, extract_zip, find_submissions, without_assignments
 from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
 from .gradebook import GradebookError, has_assignment
 from .notebook import merge
@@ -94,6 +94,9 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
         except CollectionError as error:
             raise GradingError(str(error)) from None
         subs = find_submissions(folder, known, max_bytes, found)
+        for name in without_assignments(folder, known):
+            print(f"not graded: {name}/ holds no folder named after an assignment ({', '.join(known)})",
+                  file=sys.stderr)
         try:
             assets = _assets(sorted({s.assignment for s in subs}), db_url, root)
         except GradebookError as error:

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from autograde.collection import CollectionError, extract_zip, find_submissions
+from autograde.collection import CollectionError, extract_zip, find_submissions, without_assignments
 from autograde.grade import _write_csv
 
 A, B = "ch01_attention", "ch02_multihead"
@@ -182,3 +182,19 @@ def test_a_student_folder_whose_name_is_not_text_still_gets_its_row(tmp_path):
     with (tmp_path / "grades.csv").open(encoding="utf-8") as f:
         written = list(csv.DictReader(f))
     assert [r["student_id"] for r in written] == ["b\\udcffd", "plain"] and written[0]["flags"] == "similar-to:b\\udcffd"
+
+
+def test_a_zip_made_on_macos_or_with_a_skipped_member_beside_its_folder_is_found(tmp_path):
+    archive = tmp_path / "class.zip"
+    _zip_with(archive, [(f"submitted/s1/{A}/{A}.ipynb", "{}", False), (f"__MACOSX/submitted/s1/{A}/._{A}.ipynb", "", False),
+                        ("/etc/absolute", "x", False), ("../outside", "x", False)])
+    folder, _ = extract_zip(archive, tmp_path / "out", [A], LIMIT)
+    assert [s.student_id for s in find_submissions(folder, [A], LIMIT)] == ["s1"]
+
+
+def test_a_student_folder_without_an_assignment_folder_is_named(tmp_path):
+    _notebook(tmp_path, "s1")
+    _notebook(tmp_path, "s2", assignment="ch01_attention (1)")
+    (tmp_path / "__MACOSX").mkdir()
+    assert [s.student_id for s in find_submissions(tmp_path, [A], LIMIT)] == ["s1"]
+    assert without_assignments(tmp_path, [A]) == ["s2"]
