@@ -127,7 +127,8 @@ def audit(sources: list[str]) -> list[str]:
             elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__"):
                 flags.add("dynamic-code")
             if isinstance(node, ast.Attribute):
-                bound = imported.get(_root_name(node) or "", "")
+                root = _root_name(node) or ""
+                bound = imported.get(root, root)  # `torch` unimported in this cell: the setup cell's
                 if node.attr in _INTROSPECTION_ATTRIBUTES:
                     flags.add("introspection")
                 if (node.attr in _TORCH_INTERNALS and bound.split(".")[0] == "torch") or node.attr == "as_subclass":

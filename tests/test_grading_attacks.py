@@ -184,7 +184,7 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
         "def softmax(x, dim=-1):\n    print('z' * 10_000_000)\n    return x\n"}),
     "returns_a_huge_tensor": ([], {"softmax": "def softmax(x, dim=-1):\n    return torch.zeros(10**8)\n"}),
     # The reference, reached where the guard does not look: a thread started earlier, a copy of the package
-    # loaded from /tmp, an exercise whose list of forbidden calls a cell emptied.
+    # loaded from /tmp, TorchScript, an exercise whose list of forbidden calls a cell emptied.
     "serves_the_reference_from_a_thread": ([
         "import queue, sys, threading\nasked, answered = queue.Queue(), queue.Queue()\n"
         "def serve():\n    while True:\n        answered.put(sys.modules['tfm_ref'].softmax(*asked.get()))\n"
@@ -195,6 +195,8 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
         "                ignore=shutil.ignore_patterns('checkpoints', 'results', 'widgets', '__pycache__'))\n"
         "sys.path.insert(0, '/tmp')\nimport borrowed.attention"],
         {"softmax": "def softmax(x, dim=-1):\n    return borrowed.attention.softmax(x, dim)\n"}),
+    "scripts_the_reference": (["import sys\nscripted = torch.jit.script(sys.modules['tfm_ref'].softmax)"],
+                              {"softmax": "def softmax(x, dim=-1):\n    return scripted(x, dim)\n"}),
     "empties_the_forbidden_lists": ([
         "import sys\nfor exercise in sys.modules['autograde.exercises.ch01_attention'].EXERCISES:\n"
         "    object.__setattr__(exercise, 'forbidden', ())"],
@@ -331,6 +333,7 @@ def test_the_next_notebook_in_the_same_sandbox_is_untouched(graded, attack):
     ("serves_the_reference_from_a_thread", "forbidden-call"),
     ("loads_a_copy_of_the_reference", "forbidden-call"),
     ("empties_the_forbidden_lists", "forbidden-call"),
+    ("scripts_the_reference", "forbidden-call"),
 ])
 def test_an_attack_the_grader_can_see_is_flagged(graded, attack, flag):
     assert flag in _row(graded, f"{list(ATTACKS).index(attack):02d}a_")["flags"]

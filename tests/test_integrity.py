@@ -213,6 +213,7 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("import sys\nguard = sys.getprofile()", "introspection"),
     ("import torch\ny = torch.ops.aten._softmax(x, -1, False)", "torch-internals"),
     ("from torch import jit\nscripted = jit.script(f)", "torch-internals"),
+    ("scripted = torch.jit.script(f)  # torch from the setup cell", "torch-internals"),
     ("y = x.as_subclass(Plain).softmax(-1)", "torch-internals"),
     ("total = " + "+".join(["1"] * 100_000), "unaudited-code"),
     ("x = " + "-" * 200_000 + "1", "unaudited-code"),
