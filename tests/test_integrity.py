@@ -217,6 +217,7 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("y = x.as_subclass(Plain).softmax(-1)", "torch-internals"),
     ("total = " + "+".join(["1"] * 100_000), "unaudited-code"),
     ("x = " + "-" * 200_000 + "1", "unaudited-code"),
+    ("x = " + "-" * 50_000 + "1", "unaudited-code"),  # short enough to parse, too deep for the parser
 ])
 def test_audit_flags_what_student_code_should_not_do(code, flag):
     assert flag in audit([code])
