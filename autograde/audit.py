@@ -20,6 +20,7 @@ or too deeply nested to read: look at it).
 from __future__ import annotations
 
 import ast
+import importlib
 
 __all__ = ["audit"]
 
@@ -46,6 +47,17 @@ _PROCESS_CALLS = {"fork", "forkpty", "kill", "killpg", "setsid", "execv", "execv
                   "system", "popen"}
 
 
+def _reexported(name: str) -> bool:
+    """Is ``name`` (``tfm_ref.widgets.attention.softmax``) something a widget module imported from the reference,
+    rather than a widget of its own?"""
+    module, _, attribute = name.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), attribute, None)
+    except ImportError:  # ``name`` is a module itself
+        return False
+    return callable(found) and not str(getattr(found, "__module__", "")).startswith("tfm_ref.widgets")
+
+
 def _root_name(node: ast.AST) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
@@ -68,7 +80,7 @@ def _imports(tree: ast.AST) -> dict[str, str]:
 def _module_flags(module: str) -> set[str]:
     top = module.split(".")[0]
     flags = set()
-    if top == "tfm_ref" and not module.startswith("tfm_ref.widgets"):
+    if top == "tfm_ref" and (not module.startswith("tfm_ref.widgets") or _reexported(module)):
         flags.add("imports-reference")
     if top == "autograde":
         flags.add("imports-grader")
@@ -124,8 +136,12 @@ def audit(sources: list[str]) -> list[str]:
                         flags.add("reads-files")
                 if name in _PROCESS_CALLS and imported.get(root, root) == "os":
                     flags.add("runs-commands")
+                if name in ("attrgetter", "methodcaller"):  # getattr by another name
+                    flags.add("dynamic-code")
             elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__"):
                 flags.add("dynamic-code")
+            elif isinstance(node, ast.FunctionDef) and node.name in ("__torch_function__", "__torch_dispatch__"):
+                flags.add("torch-internals")  # a Tensor subclass's hook runs while the guard's mode steps aside
             if isinstance(node, ast.Attribute):
                 root = _root_name(node) or ""
                 bound = imported.get(root, root)  # `torch` unimported in this cell: the setup cell's
@@ -135,4 +151,10 @@ def audit(sources: list[str]) -> list[str]:
                     flags.add("torch-internals")
                 if node.attr == "modules" and bound == "sys":
                     flags.add("dynamic-code")
+                if node.attr in ("threading", "_thread"):  # a module's own import of them (queue.threading)
+                    flags.add("introspection")
+                # `import tfm_ref.widgets.x` binds the name tfm_ref, and with it the whole reference
+                if root == "tfm_ref" and bound.startswith("tfm_ref.widgets") and isinstance(node.value, ast.Name) \
+                        and node.attr != "widgets":
+                    flags.add("imports-reference")
     return sorted(flags)

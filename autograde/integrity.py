@@ -102,6 +102,21 @@ def _package_dir(name: str) -> str | None:
 # Taking the guard's torch-function mode off the stack
 _MODE_SWITCHES = (torch._C._pop_torch_function_stack, torch._C._set_torch_function_state)
 _MODE_SWITCH_IDS = frozenset(map(id, _MODE_SWITCHES))
+_DISPATCH_CODE = torch.overrides.handle_torch_function.__code__
+
+
+def _dispatching(frame: types.FrameType) -> bool:
+    """Is this pop of the mode stack PyTorch's own, stepping past the guard's mode to call it: `_pop_mode` in
+    `_pop_mode_temporarily`, entered by `handle_torch_function` (a Python-level torch function's dispatch)?"""
+    entered = frame.f_back and frame.f_back.f_back and frame.f_back.f_back.f_back
+    return entered is not None and entered.f_code is _DISPATCH_CODE
+
+
+# Taken now, before any student code runs: a cell may rebind sys.setprofile or the builtins the guard uses.
+_setprofile, _getprofile = sys.setprofile, sys.getprofile
+_mode_depth, _mode_at, _pop_mode = (torch._C._len_torch_function_stack, torch._C._get_function_stack_at,
+                                    torch._C._pop_torch_function_stack)
+id, getattr, type, any, isinstance = id, getattr, type, any, isinstance  # noqa: A001  (module globals first)
 # Where code runs out of the hook's sight: a new thread (threading and asyncio.to_thread start theirs here) or
 # a new process.
 _ESCAPES = tuple(f for f in (_thread.start_new_thread, getattr(_thread, "start_joinable_thread", None), os.fork,
@@ -110,6 +125,7 @@ _ESCAPES = tuple(f for f in (_thread.start_new_thread, getattr(_thread, "start_j
 
 
 _OPERATORS = "torch.ops"
+_COMPILED = "a function compiled by torch.compile"
 # Where Python and the installed packages live: code from there is no student's copy of anything.
 _INSTALLED = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
 _SIGNATURES: dict[types.CodeType, tuple] = {}
@@ -144,7 +160,9 @@ def other_threads() -> list[str]:
     outside a guard entered here."""
     names = {t.ident: t.name for t in threading.enumerate()}
     here = threading.get_ident()
-    return [names.get(ident, f"thread {ident}") for ident in sys._current_frames() if ident != here]
+    running = [names.get(ident, f"thread {ident}") for ident in sys._current_frames() if ident != here]
+    unseen = _thread._count() - len(running)  # threads that run C code now (a queue's get) have no Python frame
+    return running + [f"{unseen} waiting in C code"] * (unseen > 0)
 
 
 class Forbid:
@@ -183,7 +201,9 @@ class Forbid:
         operators = getattr(sys.modules.get(type(ops).__module__), "__file__", None) if ops is not None else None
         self._operators = {operators} if operators else set()
         self._torch_dir = os.path.dirname(operators) + os.sep if operators else "\0"
-        self._previous: list[object] = []
+        self._compiler_dir = os.path.join(self._torch_dir, "_dynamo", "")  # where torch.compile's code runs
+        self._previous: list[tuple] = []
+        self.refused: list[ForbiddenCall] = []
 
     def _add(self, item: object) -> None:
         name = _public_name(item)
@@ -209,6 +229,9 @@ class Forbid:
             if self._dirs and code.co_filename.startswith(self._dirs) and caller is not None \
                     and not caller.f_code.co_filename.startswith(self._dirs):
                 return f"{frame.f_globals.get('__name__', '?')}.{code.co_name}"
+            if code.co_filename.startswith(self._compiler_dir) and caller is not None \
+                    and not caller.f_code.co_filename.startswith(self._torch_dir):
+                return _COMPILED
             if code.co_filename in self._operators and caller is not None:
                 if caller.f_code is _MODE_CODE:  # an operator the guard's mode passes on: whose call was it?
                     caller = caller.f_back
@@ -221,8 +244,8 @@ class Forbid:
         elif event == "c_call":
             if frame.f_code is _EXIT_CODE:  # the guard switching itself off
                 return None
-            if id(arg) in _MODE_SWITCH_IDS and frame.f_code.co_filename.startswith(_INSTALLED):
-                return None  # PyTorch's own code steps past its modes (autograd.grad does)
+            if id(arg) in _MODE_SWITCH_IDS and _dispatching(frame):
+                return None
             if id(arg) in self._builtins:
                 return self._builtins[id(arg)]
             owner = getattr(arg, "__self__", None)
@@ -251,16 +274,26 @@ class Forbid:
         # not getattr: an operator packet (torch.ops.…) answers any attribute with Python code of its own
         return self._codes.get(func.__code__) if type(func) is types.FunctionType else None
 
+    def refuse(self, what: str, message: str | None = None) -> ForbiddenCall:
+        """The error for calling ``what``, kept until the guard is left: code that catches it still fails its
+        check (CPython drops a profile hook that raised, so that code would go on unwatched)."""
+        error = ForbiddenCall(message or f"your code called {what}, which is off limits while a check runs: "
+                              + self._why(what))
+        self.refused.append(error)
+        return error
+
     def _profile(self, frame: types.FrameType, event: str, arg: object) -> None:
         if event in ("call", "c_call"):
             what = self._blocked(frame, event, arg)
             if what is not None:
-                raise ForbiddenCall(f"your code called {what}, which is off limits while a check runs: "
-                                    + self._why(what))
+                raise self.refuse(what)
 
     def _why(self, what: str) -> str:
         if what in self._guard_switches:
             return "it would switch off the grader's guard. This part earns nothing while it does."
+        if what == _COMPILED:
+            return ("compiled code runs where the grader's guard cannot follow it. Check the plain function; "
+                    "compile it after the checks if you like. This part earns nothing while it is compiled.")
         if what == _OPERATORS:
             return ("the operators under PyTorch's functions reach what an exercise forbids by another door. This "
                     "part earns nothing while it does.")
@@ -274,14 +307,25 @@ class Forbid:
     def __enter__(self) -> Forbid:
         mode = _RefuseListed(self)
         mode.__enter__()
-        self._previous.append((sys.getprofile(), mode))
-        sys.setprofile(self._profile)
+        hook = self._profile  # this very object, to know the hook again when leaving
+        self._previous.append((_getprofile(), mode, hook, _mode_depth()))
+        _setprofile(hook)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        profile, mode = self._previous.pop()
-        sys.setprofile(profile)
-        mode.__exit__(None, None, None)
+        """Switch off; then fail the check if anything was refused in it, even where the code caught that, or if
+        the hook or the mode was switched off from C, where neither could see it."""
+        profile, mode, hook, depth = self._previous.pop()
+        hooked = _getprofile() is hook
+        _setprofile(profile)
+        moded = _mode_depth() == depth and _mode_at(depth - 1) is mode
+        while _mode_depth() >= depth:  # the guard's mode, and any mode the code left above it
+            _pop_mode()
+        if not (hooked and moded) and not self.refused:
+            self.refuse("", "your code switched off the grader's guard (from C, where it could not see the call). "
+                            "This part earns nothing while it does.")
+        if self.refused:
+            raise self.refused[0]
 
 
 class _RefuseListed(TorchFunctionMode):
@@ -295,8 +339,7 @@ class _RefuseListed(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         what = self.guard.listed(func)
         if what is not None:
-            raise ForbiddenCall(f"your code called {what}, which is off limits while a check runs: "
-                                + self.guard._why(what))
+            raise self.guard.refuse(what)
         return func(*args, **(kwargs or {}))
 
 

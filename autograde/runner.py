@@ -24,6 +24,7 @@ import builtins
 import contextlib
 import io
 import linecache
+import os
 import sys
 import traceback
 
@@ -105,6 +106,18 @@ def _student_trace(error: BaseException) -> str:
         return describe_error(error)
 
 
+def _last_pid() -> int | None:
+    """The last thread or process id given out in the runner's own PID namespace (None outside a sandbox, where
+    other processes share the count)."""
+    if os.getpid() != 1:
+        return None
+    try:
+        with open("/proc/sys/kernel/ns_last_pid") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict, list[bytes]]:
     exercise = get_exercise(request["key"])
     case = Case("", dtype=wire.DTYPES[request["dtype"]], grad=request["grad"])
@@ -125,7 +138,12 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
                 raise ForbiddenCall(f"your notebook left a thread running ({', '.join(running)}), and code there would "
                                     "run beside the check, outside its guard. Stop (join) the threads a cell starts "
                                     "before it ends. This part earns nothing while one runs.")
+            started = _last_pid()
             outcome = LocalCandidate(impl).evaluate(exercise, case, call, dims, request["seed"], weights)
+            if _last_pid() != started:  # the kernel's count of this sandbox's threads and processes moved
+                raise ForbiddenCall("a thread or a process started in your notebook's sandbox during the check (your "
+                                    "code's, or one a cell left running); code there runs outside the check's guard. "
+                                    "This part earns nothing while it does.")
         except CheckFailed as failure:
             return {"failed": str(failure)[:TEXT_LIMIT], "stdout": out.getvalue()}, []
         except BaseException as error:  # SystemExit, KeyboardInterrupt, GeneratorExit from the student's code

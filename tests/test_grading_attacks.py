@@ -190,11 +190,23 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
         "def serve():\n    while True:\n        answered.put(sys.modules['tfm_ref'].softmax(*asked.get()))\n"
         "threading.Thread(target=serve, daemon=True).start()"],
         {"softmax": "def softmax(x, dim=-1):\n    asked.put((x, dim))\n    return answered.get()\n"}),
+    # (the reference's code under another file name and line: the runner cannot see the package's folder to copy
+    # its files when the course lives under /tmp, as in CI, but a copy is the same code wherever it came from)
     "loads_a_copy_of_the_reference": ([
-        "import shutil, sys\nshutil.copytree(sys.modules['tfm_ref'].__path__[0], '/tmp/borrowed',\n"
-        "                ignore=shutil.ignore_patterns('checkpoints', 'results', 'widgets', '__pycache__'))\n"
-        "sys.path.insert(0, '/tmp')\nimport borrowed.attention"],
-        {"softmax": "def softmax(x, dim=-1):\n    return borrowed.attention.softmax(x, dim)\n"}),
+        "import sys, types\nref = sys.modules['tfm_ref'].softmax\n"
+        "borrowed = types.FunctionType(ref.__code__.replace(co_filename='/tmp/borrowed.py', co_firstlineno=1),\n"
+        "                              ref.__globals__)"],
+        {"softmax": "def softmax(x, dim=-1):\n    return borrowed(x, dim)\n"}),
+    "serves_the_reference_from_a_frameless_thread": ([
+        "import queue, sys\nasked, answered = queue.SimpleQueue(), queue.SimpleQueue()\n"
+        "def serve(job):\n    answered.put(sys.modules['tfm_ref'].softmax(*job))\n"
+        "queue.threading._start_new_thread(list, (map(serve, iter(asked.get, None)),))  # waits in C: no frame"],
+        {"softmax": "def softmax(x, dim=-1):\n    asked.put((x, dim))\n    return answered.get()\n"}),
+    "starts_a_thread_from_c_in_the_check": ([], {"softmax":
+        "import queue, sys\n\ndef softmax(x, dim=-1):\n    out, done = [], queue.threading.Lock()\n    done.acquire()\n"
+        "    def work():\n        out.append(sys.modules['tfm_ref'].softmax(x, dim))\n        done.release()\n"
+        "    list(map(queue.threading._start_new_thread, [work], [()]))  # from C: the hook sees no call\n"
+        "    done.acquire()\n    return out[0]\n"}),
     "scripts_the_reference": (["import sys\nscripted = torch.jit.script(sys.modules['tfm_ref'].softmax)"],
                               {"softmax": "def softmax(x, dim=-1):\n    return scripted(x, dim)\n"}),
     "empties_the_forbidden_lists": ([
@@ -334,6 +346,8 @@ def test_the_next_notebook_in_the_same_sandbox_is_untouched(graded, attack):
     ("loads_a_copy_of_the_reference", "forbidden-call"),
     ("empties_the_forbidden_lists", "forbidden-call"),
     ("scripts_the_reference", "forbidden-call"),
+    ("serves_the_reference_from_a_frameless_thread", "forbidden-call"),
+    ("starts_a_thread_from_c_in_the_check", "forbidden-call"),
 ])
 def test_an_attack_the_grader_can_see_is_flagged(graded, attack, flag):
     assert flag in _row(graded, f"{list(ATTACKS).index(attack):02d}a_")["flags"]

@@ -156,9 +156,21 @@ def test_torch_private_names_of_forbidden_functions_are_not_shown_to_students():
 def test_guard_allows_named_helpers_and_lifts_on_exit():
     with Forbid([torch.softmax], allowed=[tfm_ref.causal_mask]):
         assert tfm_ref.causal_mask(3).shape == (3, 3)
-        with pytest.raises(ForbiddenCall):
+    with pytest.raises(ForbiddenCall):
+        with Forbid([torch.softmax]):
             torch.softmax(torch.zeros(2), 0)
     assert torch.softmax(torch.zeros(2), 0).sum() == 1
+
+
+def test_a_refusal_the_code_catches_still_fails_when_the_guard_is_left():
+    with pytest.raises(ForbiddenCall, match="torch.softmax"):
+        with Forbid([torch.softmax]):
+            try:
+                torch.softmax(torch.zeros(2), 0)
+            except RuntimeError:
+                pass  # CPython has dropped the profile hook that raised: the next call would go unseen
+            tfm_ref.softmax(torch.zeros(2), 0)
+    assert torch._C._len_torch_function_stack() == 0  # the guard's mode is gone too
 
 
 def test_patched_allclose_does_not_make_a_wrong_answer_pass():
@@ -214,6 +226,12 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("import torch\ny = torch.ops.aten._softmax(x, -1, False)", "torch-internals"),
     ("from torch import jit\nscripted = jit.script(f)", "torch-internals"),
     ("scripted = torch.jit.script(f)  # torch from the setup cell", "torch-internals"),
+    ("from tfm_ref.widgets.attention import softmax  # the reference, re-exported", "imports-reference"),
+    ("import tfm_ref.widgets.alignment\nsoftmax = tfm_ref.softmax", "imports-reference"),
+    ("import operator, sys\nloaded = operator.attrgetter('modules')(sys)", "dynamic-code"),
+    ("import queue\nthreads = queue.threading", "introspection"),
+    ("class Sly(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+     "        return func(*args, **(kwargs or {}))", "torch-internals"),
     ("y = x.as_subclass(Plain).softmax(-1)", "torch-internals"),
     ("total = " + "+".join(["1"] * 100_000), "unaudited-code"),
     ("x = " + "-" * 200_000 + "1", "unaudited-code"),
@@ -270,7 +288,25 @@ def _pops_the_mode(x, dim=-1):
     return torch.softmax(x, dim)
 
 
+def _retries_after_the_refusal(x, dim=-1):
+    try:
+        return tfm_ref.softmax(x, dim)
+    except RuntimeError:
+        return tfm_ref.softmax(x, dim)
+
+
+def _steps_past_the_mode(x, dim=-1):
+    import functools
+
+    from torch.overrides import _pop_mode_temporarily
+
+    with _pop_mode_temporarily():  # PyTorch's own helper, called by the student's code
+        return functools.partial(torch.softmax, dim=dim)(x)
+
+
 @pytest.mark.parametrize(("borrowed", "named"), [
+    (_retries_after_the_refusal, "tfm_ref.attention.softmax"),
+    (_steps_past_the_mode, "torch._C._pop_torch_function_stack"),
     (_partial, "torch.softmax"),
     (_mapped_method, "Tensor.softmax"),
     (_pops_the_mode, "torch._C._pop_torch_function_stack"),
@@ -326,3 +362,27 @@ def test_a_tuple_subclass_returned_is_not_rebuilt_after_the_guard_lifts():
     with pytest.raises(CheckFailed, match="subclass|only tensors"):
         check("ch01_attention.attention", attention)
     assert set(built_from) == {tuple}  # built by the student's own code only, never again from the grader's items
+
+
+def _switches_the_hook_off_from_c(x, dim=-1):
+    import sys
+
+    list(map(sys.setprofile, [None]))  # called from C: the hook sees no call
+    return good_softmax(x, dim)
+
+
+def test_a_guard_switched_off_from_c_fails_the_check():
+    with pytest.raises(CheckFailed, match="your code switched off the grader's guard"):
+        check("ch01_attention.softmax", _switches_the_hook_off_from_c)
+
+
+def test_sys_setprofile_rebound_by_a_cell_does_not_keep_the_guard_off():
+    import sys
+
+    original = sys.setprofile
+    sys.setprofile = lambda hook: None
+    try:
+        with pytest.raises(CheckFailed, match="ForbiddenCall"):
+            check("ch01_attention.softmax", _reference)  # what only the profile hook sees
+    finally:
+        sys.setprofile = original

@@ -35,6 +35,10 @@ PRIVATE_USES = {
                                           "taken off by a student's code",
     "torch._C._set_torch_function_state": "autograde/integrity.py: the guard's torch-function mode is not to be "
                                           "switched off by a student's code",
+    "torch._C._len_torch_function_stack": "autograde/integrity.py: the guard sees its mode still on the stack when "
+                                          "it is left",
+    "torch._C._get_function_stack_at": "autograde/integrity.py: the guard sees its mode still on the stack when "
+                                       "it is left",
     "torch._safe_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._masked_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._scaled_dot_product_attention_math": "autograde/exercises/ch09_efficient.py: an attention kernel",
