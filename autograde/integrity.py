@@ -9,10 +9,14 @@ Two guards, both used by `autograde.checking` around every call of a student's c
   ``from torch.nn.functional import softmax as s``, ``import tfm_ref as t; t.softmax``, or
   ``softmax = tfm_ref.softmax`` handed in as the answer; a Tensor subclass's method; ``torch.ops``;
   a copy of a documented reference function loaded from another file (its code and docstring,
-  not its file and line, are compared). Starting a thread or a process, or reading or switching the hook, is refused too:
-  code there would run out of its sight. The grader builds the reference before entering the
-  guard, so it needs no exemption. (`other_threads` lets the runner refuse a check while a thread
-  started earlier is still running.)
+  not its file and line, are compared). A torch-function mode sees the PyTorch calls made from C
+  (``functools.partial``, ``map``). Starting a thread or a process, or reading or switching the
+  hook or the mode, is refused: code there would run out of its sight. A refusal sticks: the
+  check fails when the guard is left even if the code caught the error (CPython drops a profile
+  hook that raised), and so does a hook or mode found switched off. The grader builds the
+  reference before entering the guard, so it needs no exemption. (`other_threads` lets the runner
+  refuse a check while a thread started earlier still runs; the runner also fails a check during
+  which its PID namespace gave out a new thread or process id.)
 * `Snapshot` — the namespaces the grader relies on (``torch``, ``torch.Tensor``, ``numpy``,
   ``math``, ``builtins``, ``tfm_ref``, ``autograde`` …), recorded before any student code runs
   and put back before every check: a student cell that rebinds ``torch.allclose``, swaps a
