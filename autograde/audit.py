@@ -40,7 +40,7 @@ _INTROSPECTION_ATTRIBUTES = {
     "__builtins__", "__self__", "__func__", "__wrapped__", "__getattribute__", "__reduce__", "__reduce_ex__",
     "getprofile", "gettrace", "__setattr__", "to_thread",
 }
-_TORCH_INTERNALS = {"ops", "_C", "jit", "_ops"}  # attributes of torch
+_TORCH_INTERNALS = {"ops", "_C", "jit", "_ops", "overrides"}  # attributes of torch
 MAX_AUDITED_CHARS = 200_000
 """A code cell longer than this is not parsed (the parser's memory grows some 600-fold with it): it is flagged."""
 _PROCESS_CALLS = {"fork", "forkpty", "kill", "killpg", "setsid", "execv", "execve", "execvp", "spawnv", "posix_spawn",

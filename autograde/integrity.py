@@ -106,6 +106,7 @@ def _package_dir(name: str) -> str | None:
 # Taking the guard's torch-function mode off the stack
 _MODE_SWITCHES = (torch._C._pop_torch_function_stack, torch._C._set_torch_function_state)
 _MODE_SWITCH_IDS = frozenset(map(id, _MODE_SWITCHES))
+_FUNCTION = types.FunctionType
 _DISPATCH_CODE = torch.overrides.handle_torch_function.__code__
 
 
@@ -293,7 +294,7 @@ class Forbid:
                 raise self.refuse(what)
 
     def _why(self, what: str) -> str:
-        if what in self._guard_switches:
+        if what in self._guard_switches or what == "torch.overrides.handle_torch_function":
             return "it would switch off the grader's guard. This part earns nothing while it does."
         if what == _COMPILED:
             return ("compiled code runs where the grader's guard cannot follow it. Check the plain function; "
@@ -344,6 +345,9 @@ class _RefuseListed(TorchFunctionMode):
         what = self.guard.listed(func)
         if what is not None:
             raise self.guard.refuse(what)
+        if type(func) is _FUNCTION and not str(func.__module__).startswith("torch"):
+            # handle_torch_function(<the student's own function>, …) would run it with this mode stepped aside
+            raise self.guard.refuse("torch.overrides.handle_torch_function")
         return func(*args, **(kwargs or {}))
 
 

@@ -226,6 +226,7 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("import torch\ny = torch.ops.aten._softmax(x, -1, False)", "torch-internals"),
     ("from torch import jit\nscripted = jit.script(f)", "torch-internals"),
     ("scripted = torch.jit.script(f)  # torch from the setup cell", "torch-internals"),
+    ("from torch.overrides import handle_torch_function", "torch-internals"),
     ("from tfm_ref.widgets.attention import softmax  # the reference, re-exported", "imports-reference"),
     ("import tfm_ref.widgets.alignment\nsoftmax = tfm_ref.softmax", "imports-reference"),
     ("import operator, sys\nloaded = operator.attrgetter('modules')(sys)", "dynamic-code"),
@@ -295,6 +296,14 @@ def _retries_after_the_refusal(x, dim=-1):
         return tfm_ref.softmax(x, dim)
 
 
+def _dispatches_its_own_function(x, dim=-1):
+    import functools
+
+    from torch.overrides import handle_torch_function
+
+    return handle_torch_function(lambda t: functools.partial(torch.softmax, dim=dim)(t), (x,), x)
+
+
 def _steps_past_the_mode(x, dim=-1):
     import functools
 
@@ -307,6 +316,7 @@ def _steps_past_the_mode(x, dim=-1):
 @pytest.mark.parametrize(("borrowed", "named"), [
     (_retries_after_the_refusal, "tfm_ref.attention.softmax"),
     (_steps_past_the_mode, "torch._C._pop_torch_function_stack"),
+    (_dispatches_its_own_function, "torch.overrides.handle_torch_function"),
     (_partial, "torch.softmax"),
     (_mapped_method, "Tensor.softmax"),
     (_pops_the_mode, "torch._C._pop_torch_function_stack"),
