@@ -119,6 +119,7 @@ def _dispatching(frame: types.FrameType) -> bool:
 
 # Taken now, before any student code runs: a cell may rebind sys.setprofile or the builtins the guard uses.
 _setprofile, _getprofile = sys.setprofile, sys.getprofile
+_HOOK_SWITCHES = (sys.setprofile, sys.settrace, sys.getprofile, sys.gettrace, threading.setprofile, threading.settrace)
 _mode_depth, _mode_at, _pop_mode = (torch._C._len_torch_function_stack, torch._C._get_function_stack_at,
                                     torch._C._pop_torch_function_stack)
 id, getattr, type, any, isinstance = id, getattr, type, any, isinstance  # noqa: A001  (module globals first)
@@ -190,8 +191,7 @@ class Forbid:
         # Turning the hook off from inside, or reaching the hook object to empty it, would defeat it; code run in
         # another thread or process runs where the hook does not.
         self._guard_switches, self._escapes = set(), set()
-        for hook in (sys.setprofile, sys.settrace, sys.getprofile, sys.gettrace, threading.setprofile,
-                     threading.settrace, *_MODE_SWITCHES):
+        for hook in (*_HOOK_SWITCHES, *_MODE_SWITCHES):
             self._builtins[id(hook)] = f"{hook.__module__}.{hook.__name__}"
             self._guard_switches.add(self._builtins[id(hook)])
         for escape in _ESCAPES:

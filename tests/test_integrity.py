@@ -396,3 +396,20 @@ def test_sys_setprofile_rebound_by_a_cell_does_not_keep_the_guard_off():
             check("ch01_attention.softmax", _reference)  # what only the profile hook sees
     finally:
         sys.setprofile = original
+
+
+def test_the_real_sys_setprofile_kept_by_a_cell_that_rebound_it_is_still_refused():
+    import sys
+
+    original = sys.setprofile
+    sys.setprofile = lambda hook: None  # what the guard would find there, were it to look only then
+
+    def softmax(x, dim=-1):
+        original(None)
+        return tfm_ref.softmax(x, dim)
+
+    try:
+        with pytest.raises(CheckFailed, match="your code called sys.setprofile"):
+            check("ch01_attention.softmax", softmax)
+    finally:
+        sys.setprofile = original
