@@ -131,6 +131,12 @@ _ESCAPES = tuple(f for f in (_thread.start_new_thread, getattr(_thread, "start_j
 
 
 _OPERATORS = "torch.ops"
+_FOREIGN_DISPATCH = "torch.overrides.handle_torch_function"  # given the student's own function: see _RefuseListed
+# Where PyTorch's code lives: torch.ops.<namespace>.<op> runs the Python of one file of it (called from a student's
+# code, refused), torch.compile's compiled functions run through its _dynamo folder.
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_OPERATORS_FILE = sys.modules[type(torch.ops).__module__].__file__
+_COMPILER_DIR = os.path.join(_TORCH_DIR, "_dynamo", "")
 _COMPILED = "a function compiled by torch.compile"
 # Where Python and the installed packages live: code from there is no student's copy of anything.
 _INSTALLED = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
@@ -194,6 +200,7 @@ class Forbid:
         for hook in (*_HOOK_SWITCHES, *_MODE_SWITCHES):
             self._builtins[id(hook)] = f"{hook.__module__}.{hook.__name__}"
             self._guard_switches.add(self._builtins[id(hook)])
+        self._guard_switches.add(_FOREIGN_DISPATCH)
         for escape in _ESCAPES:
             self._builtins[id(escape)] = f"{_PUBLIC_MODULES.get(escape.__module__, escape.__module__)}.{escape.__name__}"
             self._escapes.add(self._builtins[id(escape)])
@@ -201,12 +208,6 @@ class Forbid:
         self._dirs = tuple(d for d in map(_package_dir, packages) if d)
         self._allowed = {code for f in allowed if hasattr(f, "__code__") for code in _walk_code(f.__code__)}
         self._allowed_copies = {_signature(code) for code in self._allowed}
-        # torch.ops.aten.<op>: the module that defines torch.ops, called from Python
-        ops = getattr(sys.modules.get("torch"), "ops", None)
-        operators = getattr(sys.modules.get(type(ops).__module__), "__file__", None) if ops is not None else None
-        self._operators = {operators} if operators else set()
-        self._torch_dir = os.path.dirname(operators) + os.sep if operators else "\0"
-        self._compiler_dir = os.path.join(self._torch_dir, "_dynamo", "")  # where torch.compile's code runs
         self._previous: list[tuple] = []
         self.refused: list[ForbiddenCall] = []
 
@@ -234,13 +235,13 @@ class Forbid:
             if self._dirs and code.co_filename.startswith(self._dirs) and caller is not None \
                     and not caller.f_code.co_filename.startswith(self._dirs):
                 return f"{frame.f_globals.get('__name__', '?')}.{code.co_name}"
-            if code.co_filename.startswith(self._compiler_dir) and caller is not None \
-                    and not caller.f_code.co_filename.startswith(self._torch_dir):
+            if code.co_filename.startswith(_COMPILER_DIR) and caller is not None \
+                    and not caller.f_code.co_filename.startswith(_TORCH_DIR):
                 return _COMPILED
-            if code.co_filename in self._operators and caller is not None:
+            if code.co_filename == _OPERATORS_FILE and caller is not None:
                 if caller.f_code is _MODE_CODE:  # an operator the guard's mode passes on: whose call was it?
                     caller = caller.f_back
-                if caller is not None and not caller.f_code.co_filename.startswith(self._torch_dir):
+                if caller is not None and not caller.f_code.co_filename.startswith(_TORCH_DIR):
                     return _OPERATORS
             if not code.co_filename.startswith(_INSTALLED + self._dirs):  # the student's code: is it a copy?
                 copied = self._copy_of(code)
@@ -269,8 +270,12 @@ class Forbid:
         signature = _signature(code)
         if signature in self._allowed_copies:
             return None
-        listed = {_signature(c): name for c, name in self._codes.items()}
-        return listed.get(signature) or _reference_signatures(self._packages).get(signature)
+        return self._listed_copies.get(signature) or _reference_signatures(self._packages).get(signature)
+
+    @functools.cached_property
+    def _listed_copies(self) -> dict[tuple, str]:
+        """The signature of each listed function → its name (worked out once, when a copy is first looked for)."""
+        return {_signature(code): name for code, name in self._codes.items()}
 
     def listed(self, func: object) -> str | None:
         """The name of ``func`` if it is one of the listed items (a builtin, a Tensor method, a function)."""
@@ -294,7 +299,7 @@ class Forbid:
                 raise self.refuse(what)
 
     def _why(self, what: str) -> str:
-        if what in self._guard_switches or what == "torch.overrides.handle_torch_function":
+        if what in self._guard_switches:
             return "it would switch off the grader's guard. This part earns nothing while it does."
         if what == _COMPILED:
             return ("compiled code runs where the grader's guard cannot follow it. Check the plain function; "
@@ -347,7 +352,7 @@ class _RefuseListed(TorchFunctionMode):
             raise self.guard.refuse(what)
         if type(func) is _FUNCTION and not str(func.__module__).startswith("torch"):
             # handle_torch_function(<the student's own function>, …) would run it with this mode stepped aside
-            raise self.guard.refuse("torch.overrides.handle_torch_function")
+            raise self.guard.refuse(_FOREIGN_DISPATCH)
         return func(*args, **(kwargs or {}))
 
 
