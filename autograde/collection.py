@@ -58,19 +58,23 @@ def find_submissions(root: Path, assignments: list[str], max_bytes: int,
     base = Path(os.path.realpath(root))
     flags = flags or {}
     found = []
-    for student in sorted(p for p in base.iterdir() if not p.name.startswith(NOT_STUDENTS)):
-        if student.is_dir():  # a stray file is not a student; a symlinked folder is refused below
-            for assignment in sorted(p for p in student.iterdir() if p.name in assignments):
-                found.append(_submission(base / student.name, assignment, flags.get(student.name, []), max_bytes))
+    for student in _student_folders(base):
+        for assignment in sorted(p for p in student.iterdir() if p.name in assignments):
+            found.append(_submission(base / student.name, assignment, flags.get(student.name, []), max_bytes))
     return found
 
 
 def without_assignments(root: Path, assignments: list[str]) -> list[str]:
     """The folders under ``root`` that `find_submissions` takes for students but that hold no folder named after
     an assignment (a misnamed one, say): no row comes from them, so the instructor is told."""
-    base = Path(os.path.realpath(root))
-    return sorted(p.name for p in base.iterdir() if not p.name.startswith(NOT_STUDENTS) and p.is_dir()
-                  and not any(child.name in assignments for child in p.iterdir()))
+    return [student.name for student in _student_folders(Path(os.path.realpath(root)))
+            if not any(child.name in assignments for child in student.iterdir())]
+
+
+def _student_folders(base: Path) -> list[Path]:
+    """The folders under ``base`` that are students' (a stray file is not a student; a symlinked folder is
+    refused by `_submission`)."""
+    return sorted(p for p in base.iterdir() if not p.name.startswith(NOT_STUDENTS) and p.is_dir())
 
 
 def _submission(folder: Path, assignment_dir: Path, flags: list[str], max_bytes: int) -> Submission:
