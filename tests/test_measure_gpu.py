@@ -157,16 +157,21 @@ class _Clock:
         return self.now
 
 
-@pytest.mark.parametrize("budget, graphs_limit, runs_after_the_graphs, skipped", [
-    # the CUDA-graph bench gets the 275 s left; 395 - 60 - 60 - 200 s leaves 75 s: too few for d_model 1024
-    # (90), enough for the tests (60), which take 80: nothing is left for the default-mode bench
-    (395, 275, [("tests", 75)], {"bench-d1024": "75 s of the budget left, and it needs about 90 s",
-                            "bench": "0 s of the budget left, and it needs about 120 s"}),
-    # 620 s leaves 220 s after the graphs: d_model 1024 with its own limit, the tests with what is left
-    (620, 290, [("bench_d1024.json", 200), ("tests", 100)], {"bench": "20 s of the budget left, and it needs about 120 s"}),
+@pytest.mark.parametrize("budget, runs_after_d1024, skipped", [
+    # 480 - 200 - 200 s leaves 80 s: too few for the CUDA-graph bench (120), enough for the first date run (30),
+    # which takes 60; the 20 s left start nothing more
+    (480, [([("seed", 0), ("eager baseline", 0)], 80)],
+     {"bench-graphs": "80 s of the budget left, and it needs about 120 s",
+      "dates, more seeds": "20 s of the budget left, and it needs about 30 s",
+      "tests": "20 s of the budget left, and it needs about 60 s",
+      "bench": "20 s of the budget left, and it needs about 120 s"}),
+    # 760 s: the CUDA-graph bench with its own limit, both date runs, then 40 s: too few for the tests
+    (760, [("bench_graphs.json", 290), ([("seed", 0), ("eager baseline", 0)], 150), ([("seed", 1), ("seed", 2)], 100)],
+     {"tests": "40 s of the budget left, and it needs about 60 s",
+      "bench": "40 s of the budget left, and it needs about 120 s"}),
 ])
 def test_with_a_budget_the_most_needed_runs_go_first_and_what_does_not_fit_is_skipped(
-        measure_gpu, tmp_path, monkeypatch, capsys, budget, graphs_limit, runs_after_the_graphs, skipped):
+        measure_gpu, tmp_path, monkeypatch, capsys, budget, runs_after_d1024, skipped):
     clock, calls = _Clock(), []
     monkeypatch.setattr(measure_gpu, "time", clock)
 
@@ -183,17 +188,27 @@ def test_with_a_budget_the_most_needed_runs_go_first_and_what_does_not_fit_is_sk
         80, "tests", budget.limit(measure_gpu.TIME_LIMITS["tests"])))
     status = measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--budget", str(budget)])
     assert status == 0
-    # the first seed and its baseline, the other seeds (from the cache the first filled), the CUDA-graph bench,
-    # then what fits of the rest
-    assert calls == [([("seed", 0), ("eager baseline", 0)], 150), ([("seed", 1), ("seed", 2)], 150),
-                     ("bench_graphs.json", graphs_limit), *runs_after_the_graphs]
+    # d_model 1024 at batch 128, then at the recorded batch 64, then what fits of the rest, in order of need
+    assert calls == [("bench_d1024_b128.json", 200), ("bench_d1024.json", 200), *runs_after_d1024]
     table = capsys.readouterr().out.split("\npart")[-1].splitlines()[1:]
-    names = ["dates", "dates, more seeds", "bench-graphs", "bench-d1024", "tests", "bench"]
+    names = ["bench-d1024-b128", "bench-d1024", "bench-graphs", "dates", "dates, more seeds", "tests", "bench"]
     assert [row[:18].strip() for row in table] == names
     for name, row in zip(names, table):
         status, said = row[18:].split(maxsplit=1)
         assert status == ("skipped" if name in skipped else "done")
         assert said.endswith(skipped[name]) if name in skipped else said.endswith("measured")
+
+
+def test_d_model_1024_at_batch_128_differs_from_the_recorded_run_only_in_its_batch_and_memory_plan(measure_gpu):
+    assert measure_gpu.BENCH_D1024_B128_ARGS.split() == \
+        measure_gpu.BENCH_D1024_ARGS.split() + ["--batch-size", "128", "--memory-gib", "78"]
+    bench = pytest.importorskip("tfm_ref.bench")
+    recorded = json.loads((RESULTS / "h100_bench_d1024_rerun.json").read_text())
+    config = bench.BenchConfig(**{k: recorded["config"][k] for k in ("d_model", "n_heads", "d_ff", "vocab_size",
+                                                                      "seq_len", "n_layers")}, batch_size=128)
+    # the plan holds the bench's upper estimate, and twice the peak measured at batch 64 fits an H100 with room
+    assert bench.training_memory(config, "cuda") < 78 * 2**30
+    assert 2 * max(run["peak_memory_gib"] for run in recorded["training"].values()) < 0.6 * 78
 
 
 def test_without_a_budget_every_run_gets_its_own_limit_and_the_other_seeds_follow_the_first(measure_gpu, tmp_path,
@@ -203,8 +218,8 @@ def test_without_a_budget_every_run_gets_its_own_limit_and_the_other_seeds_follo
     monkeypatch.setattr(measure_gpu, "measure_bench", lambda out, device, args, name, *rest: calls.append(name) or "")
     monkeypatch.setattr(measure_gpu, "measure_tests", lambda *args: calls.append("tests") or "")
     assert measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--seeds", "3", "4", "5"]) == 0
-    assert calls == [[("seed", 3), ("eager baseline", 3)], [("seed", 4), ("seed", 5)], "bench_graphs.json",
-                     "bench_d1024.json", "tests", "bench.json"]
+    assert calls == ["bench_d1024_b128.json", "bench_d1024.json", "bench_graphs.json",
+                     [("seed", 3), ("eager baseline", 3)], [("seed", 4), ("seed", 5)], "tests", "bench.json"]
     assert measure_gpu.Budget(None).limit((120, 290)) == 290
 
 

@@ -4,18 +4,21 @@
     python3 tfm_ref/results/measure_gpu.py --out runs/gpu --budget 540    # what fits in 9 minutes, most needed first
     python3 tfm_ref/results/measure_gpu.py --out runs/gpu bench           # one part
 
-The parts; their runs go in order of need (what the recorded figures leave open first, then the tests,
-then the figure recorded twice already):
+The parts; their runs go in order of need (the target the recorded figures miss on every machine first,
+then the one they miss on one machine of two, then the met ones, the tests, and the figure recorded twice):
 
+* ``bench-d1024``: tfm_ref alone at d_model 1024, 16 heads, d_ff 4096, for MFU, in CUDA graphs
+  (`BENCH_D1024_ARGS`) → ``bench_d1024.json``; and the same at batch 128 (`BENCH_D1024_B128_ARGS`) →
+  ``bench_d1024_b128.json``, first: twice the tokens per step over the same weights, so AdamW's step and
+  the host's share of it weigh half as much. Its memory is planned at 78 GiB, since `tfm_ref.bench`'s
+  float32 upper estimate (75 GiB) is twice what the bf16 step takes (19 GiB at batch 64, recorded).
+* ``bench-graphs``: the base model against ``nn.Transformer``, both compiled into CUDA graphs
+  (`BENCH_GRAPHS_ARGS`) → ``bench_graphs.json``: the compiled step without the host's kernel launches.
 * ``dates``: the date model with the recipe `DATE_RECIPE` (CUDA graphs, compiled before the clock),
   one run per seed, each in a process of its own → ``date.json``, laid out as ``h100_date_graphs.json``
   (the Training results page reads that layout). The first seed runs first, then the same recipe
   uncompiled for that seed, as ``eager_baseline`` (timings compare only on the same machine), then the
   other seeds, which find the compile cache the first one filled.
-* ``bench-graphs``: the base model against ``nn.Transformer``, both compiled into CUDA graphs
-  (`BENCH_GRAPHS_ARGS`) → ``bench_graphs.json``: the compiled step without the host's kernel launches.
-* ``bench-d1024``: tfm_ref alone at d_model 1024, 16 heads, d_ff 4096, for MFU, in CUDA graphs
-  (`BENCH_D1024_ARGS`) → ``bench_d1024.json``.
 * ``tests``: ``tests/test_gpu.py``, the fast paths against the readable ones → ``test_gpu.log``.
 * ``bench``: the base model against compiled ``nn.Transformer`` (`BENCH_ARGS`) → ``bench.json``,
   laid out as ``h100_bench.json``, and where tfm_ref's compiled step spends its time → ``bench_profile.txt``.
@@ -49,12 +52,13 @@ BENCH_ARGS = "--steps 50 --profile {out}/bench_profile.txt"
 BENCH_GRAPHS_ARGS = "--steps 50 --compile-mode reduce-overhead"
 BENCH_D1024_ARGS = ("--d-model 1024 --n-heads 16 --d-ff 4096 --steps 20 --attn-lengths 1024 --only-tfm-ref "
                     "--compile-mode reduce-overhead")
-PARTS = ("dates", "bench-graphs", "bench-d1024", "tests", "bench")
+BENCH_D1024_B128_ARGS = BENCH_D1024_ARGS + " --batch-size 128 --memory-gib 78"
+PARTS = ("bench-d1024", "bench-graphs", "dates", "tests", "bench")
 # Seconds each run (each date run on its own) may take: the least it needs, an estimate (compiling is most
 # of it; the first date run compiles on an empty cache, the other seeds find it warm), under which it is
 # skipped rather than started and cut off; and its limit.
 TIME_LIMITS = {"dates": (30, 150), "bench": (120, 290), "bench-graphs": (120, 290), "tests": (60, 180),
-               "bench-d1024": (90, 200)}
+               "bench-d1024": (90, 200), "bench-d1024-b128": (90, 200)}
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -244,10 +248,19 @@ def main(argv: list[str] | None = None) -> int:
     budget, chosen = Budget(args.budget), args.parts or PARTS
     dates = new_date_record(args.device, args.recipe)
     first, *more = args.seeds
-    # (name, the part it belongs to, the job), the most needed first: what the recorded figures leave open
-    # (the date runs from a full compile cache, the compiled steps without the host's launches), then the
-    # tests, then the figure recorded twice already
+    # (name, the part it belongs to, the job), the most needed first: the MFU the recorded runs miss on every
+    # machine (the new lever, then the same run at the recorded batch to compare it with), the CUDA-graph
+    # base model that misses 1.2x on one machine, the date runs from a full compile cache, the tests, then
+    # the figure recorded twice already
     plan = [
+        ("bench-d1024-b128", "bench-d1024", lambda: measure_bench(args.out, args.device, BENCH_D1024_B128_ARGS,
+                                                                  "bench_d1024_b128.json", budget,
+                                                                  TIME_LIMITS["bench-d1024-b128"])),
+        ("bench-d1024", "bench-d1024", lambda: measure_bench(args.out, args.device, BENCH_D1024_ARGS,
+                                                             "bench_d1024.json", budget, TIME_LIMITS["bench-d1024"])),
+        ("bench-graphs", "bench-graphs", lambda: measure_bench(args.out, args.device, BENCH_GRAPHS_ARGS,
+                                                               "bench_graphs.json", budget,
+                                                               TIME_LIMITS["bench-graphs"])),
         ("dates", "dates", lambda: measure_dates(args.out, args.device, [("seed", first), ("eager baseline", first)],
                                                  args.recipe, dates, budget)),
     ]
@@ -256,11 +269,6 @@ def main(argv: list[str] | None = None) -> int:
                                                                          [("seed", s) for s in more], args.recipe,
                                                                          dates, budget)))
     plan += [
-        ("bench-graphs", "bench-graphs", lambda: measure_bench(args.out, args.device, BENCH_GRAPHS_ARGS,
-                                                               "bench_graphs.json", budget,
-                                                               TIME_LIMITS["bench-graphs"])),
-        ("bench-d1024", "bench-d1024", lambda: measure_bench(args.out, args.device, BENCH_D1024_ARGS,
-                                                             "bench_d1024.json", budget, TIME_LIMITS["bench-d1024"])),
         ("tests", "tests", lambda: measure_tests(args.out, budget)),
         ("bench", "bench", lambda: measure_bench(args.out, args.device, BENCH_ARGS, "bench.json", budget,
                                                  TIME_LIMITS["bench"])),
