@@ -1,7 +1,8 @@
 """Comparing what a student's code gave with what the reference gave, in words.
 
 Floating tensors are compared with ``allclose`` at a tolerance set by dtype (or the exercise's
-own), booleans and integers exactly; a shape, dtype, type or NaN problem gets its own message.
+own), booleans and integers exactly; a device, shape, dtype, type or NaN problem gets its own message.
+A tensor on the ``meta`` device has no values: its device, shape and dtype are all that is compared.
 """
 from __future__ import annotations
 
@@ -55,6 +56,10 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
     if isinstance(expected, torch.Tensor):
         if not isinstance(got, torch.Tensor):
             return f"the {what} should be a tensor, got {type(got).__name__}"
+        if got.device != expected.device:
+            return (f"the {what} {_verb(what, 'is', 'are')} on the {got.device.type} device, expected on the "
+                    f"{expected.device.type} device: make new tensors on the device the call gives (`device=device`) "
+                    "or on the inputs' (`x.device`)")
         if tuple(got.shape) != tuple(expected.shape):
             return (f"the {what} {_verb(what, 'has', 'have')} shape {tuple(got.shape)}, "
                     f"expected {tuple(expected.shape)}")
@@ -62,6 +67,8 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
             hard_coded = got.dtype == torch.float32 and expected.is_floating_point()
             return (f"the {what} {_verb(what, 'has', 'have')} dtype {got.dtype}, expected {expected.dtype}"
                     + (" (keep the dtype of the inputs; do not hard-code float32)" if hard_coded else ""))
+        if expected.is_meta:  # shapes without values: where, what shape and what dtype is all there is
+            return None
         if expected.dtype == torch.bool or not expected.is_floating_point():
             differs = _verb(what, "differs", "differ")
             return None if _equal(got, expected) else f"the {what} {differs} (exact comparison)"
@@ -147,8 +154,10 @@ def same(a: Outcome, b: Outcome, override: Tolerance = (None, None)) -> bool:
             return False
         for u, v in zip(xs, ys):
             if isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor):
-                if u.shape != v.shape or u.dtype != v.dtype:
+                if u.shape != v.shape or u.dtype != v.dtype or u.device != v.device:
                     return False
+                if u.is_meta:
+                    continue
                 if u.is_floating_point():
                     rtol, atol = tolerance(u.dtype, override)
                     if not _allclose(u.double(), v.double(), rtol=rtol, atol=atol, equal_nan=True):

@@ -14,6 +14,8 @@ PRINTED_ELEMENTS = 64
 
 def show(value: Any) -> str:
     if isinstance(value, torch.Tensor):
+        if value.is_meta:
+            return f"tensor of shape {tuple(value.shape)}, dtype {value.dtype}, on the meta device (no values)"
         if value.numel() > PRINTED_ELEMENTS:
             return f"tensor of shape {tuple(value.shape)}, dtype {value.dtype} (too large to print)"
         with torch._tensor_str.printoptions(precision=4, sci_mode=False, linewidth=100):

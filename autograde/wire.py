@@ -4,7 +4,9 @@ What crosses between the trusted grader and the sandboxed process that runs a st
 code is data, never objects: ``None``, ``bool``, ``int``, ``float``, ``str``, lists, tuples,
 dicts with string keys, and CPU tensors of a few dtypes, each checked for its *exact* type.
 A tensor travels as its dtype, shape and bytes, and is rebuilt on the other side as a fresh,
-plain ``torch.Tensor``: a subclass that lies about comparisons cannot survive the trip.
+plain ``torch.Tensor``: a subclass that lies about comparisons cannot survive the trip. A tensor
+on PyTorch's ``meta`` device (shapes without values) travels as its dtype and shape alone: a check
+that asks for ``device="meta"`` sees whether the student's code made its tensor where it was asked.
 
 Modules go one way only, to the sandbox, as inputs of a check (a random model to decode with,
 a sublayer to wrap): a registered class, its constructor's arguments and its state dict.
@@ -146,8 +148,11 @@ def _encode_tensor(tensor: torch.Tensor, blobs: list[bytes], path: str) -> dict:
     name = str(tensor.dtype).removeprefix("torch.")
     if name not in DTYPES:
         raise WireError(f"{path} has dtype {tensor.dtype}, which the checks do not compare (use one of {sorted(DTYPES)})")
-    if tensor.layout is not torch.strided or tensor.device.type != "cpu" or tensor.is_quantized or tensor.is_nested:
+    if tensor.layout is not torch.strided or tensor.device.type not in ("cpu", "meta") or tensor.is_quantized \
+            or tensor.is_nested:
         raise WireError(f"{path} is a {tensor.layout} tensor on {tensor.device}; return a dense tensor on the CPU")
+    if tensor.device.type == "meta":
+        return {"t": "meta", "dtype": name, "shape": list(tensor.shape)}
     plain = tensor.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)
     blobs.append(plain.view(torch.uint8).numpy().tobytes())
     return {"t": "tensor", "dtype": name, "shape": list(tensor.shape), "blob": len(blobs) - 1}
@@ -222,19 +227,27 @@ def _decode(node: Any, blobs: list[bytes], path: str, modules: bool, depth: int,
         return result
     if kind == "tensor":
         return _decode_tensor(_fields(node, path, {"t", "dtype", "shape", "blob"}), blobs, path)
+    if kind == "meta":
+        dtype, shape = _dtype_and_shape(_fields(node, path, {"t", "dtype", "shape"}), path)
+        return torch.empty(shape, dtype=dtype, device="meta")
     if kind == "module" and modules:
         return _decode_module(_fields(node, path, {"t", "class", "init", "state", "training"}), blobs, path, depth, count)
     raise WireError(f"{path}: unexpected node {_brief(node)}")
 
 
-def _decode_tensor(node: dict, blobs: list[bytes], path: str) -> torch.Tensor:
-    dtype, shape, index = DTYPES.get(node["dtype"]) if type(node["dtype"]) is str else None, node["shape"], node["blob"]
+def _dtype_and_shape(node: dict, path: str) -> tuple[torch.dtype, list[int]]:
+    dtype, shape = DTYPES.get(node["dtype"]) if type(node["dtype"]) is str else None, node["shape"]
     if dtype is None:
         raise WireError(f"{path}: unknown dtype {_brief(node['dtype'])}")
     if type(shape) is not list or len(shape) > MAX_DIMS or any(type(s) is not int or s < 0 for s in shape):
         raise WireError(f"{path}: malformed shape {_brief(shape)}")
     if math.prod(max(s, 1) for s in shape) >= _INT_RANGE:  # an empty tensor's other sizes still make its strides
         raise WireError(f"{path}: a shape too large for a tensor {_brief(shape)}")
+    return dtype, shape
+
+
+def _decode_tensor(node: dict, blobs: list[bytes], path: str) -> torch.Tensor:
+    (dtype, shape), index = _dtype_and_shape(node, path), node["blob"]
     if type(index) is not int or not 0 <= index < len(blobs):
         raise WireError(f"{path}: no tensor bytes number {_brief(index)}")
     data = blobs[index]

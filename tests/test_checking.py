@@ -132,6 +132,19 @@ def test_wrong_shape_and_dtype_are_named():
     assert "dtype torch.float32, expected torch.float64" in report.message
 
 
+def test_a_tensor_on_another_device_is_named_and_a_meta_tensor_is_compared_without_values():
+    from autograde.comparison import difference, same
+    from autograde.evaluation import Outcome
+    meta = torch.empty(2, 3, dtype=torch.bool, device="meta")
+    said = difference(meta, torch.ones(2, 3, dtype=torch.bool))
+    assert said.startswith("the output is on the cpu device, expected on the meta device") and "device=device" in said
+    assert difference(meta, torch.empty(2, 3, dtype=torch.bool, device="meta")) is None  # no values to differ
+    assert "shape (3, 2)" in difference(meta, torch.empty(3, 2, dtype=torch.bool, device="meta"))
+    assert "dtype torch.int64" in difference(meta, torch.empty(2, 3, dtype=torch.int64, device="meta"))
+    assert same(Outcome(output=meta), Outcome(output=meta.clone()))
+    assert not same(Outcome(output=meta), Outcome(output=torch.ones(2, 3, dtype=torch.bool)))
+
+
 def test_nan_where_the_reference_is_finite_is_named():
     assert "NaN or inf" in TOY.run(lambda x, factor=2.0: x * factor / 0).message
 

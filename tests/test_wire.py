@@ -34,6 +34,14 @@ def test_views_transposes_and_parameters_travel_as_plain_tensors():
     assert type(back) is torch.Tensor and not back.requires_grad
 
 
+def test_a_meta_tensor_travels_as_its_dtype_and_shape_without_bytes():
+    blobs = []
+    tree = encode(torch.empty(3, 5, dtype=torch.bool, device="meta"), blobs)
+    assert tree == {"t": "meta", "dtype": "bool", "shape": [3, 5]} and blobs == []
+    back = decode(tree, blobs)
+    assert type(back) is torch.Tensor and back.is_meta and back.shape == (3, 5) and back.dtype == torch.bool
+
+
 def test_python_values_keep_their_exact_types():
     value = (None, True, 3, -2**63, 2.5, float("inf"), "text", [1, (2.0,)], {"a": [None]})
     back = _trip(value)
@@ -101,6 +109,8 @@ def test_modules_never_come_back_from_the_sandbox():
     {"t": "tensor", "dtype": "float32", "shape": [0, 2**64], "blob": 1},
     {"t": "tensor", "dtype": "object", "shape": [1], "blob": 0},
     {"t": "tensor", "dtype": "float32", "shape": [1], "blob": 7},
+    {"t": "meta", "dtype": "float32", "shape": [2**40, 2**40]}, {"t": "meta", "dtype": "object", "shape": [1]},
+    {"t": "meta", "dtype": "float32", "shape": [1], "blob": 0}, {"t": "meta", "dtype": "float32", "shape": "2"},
     {"t": "none", "extra": 1},
     {"t": "module", "class": "os.system", "init": {"t": "dict", "items": []}, "state": {"t": "dict", "items": []},
      "training": False},

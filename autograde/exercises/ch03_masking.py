@@ -69,6 +69,11 @@ def _rectangular(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(dims["T"], dims["S"])
 
 
+def _on_meta(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    """A rectangular mask asked for on PyTorch's meta device (shapes, no values): where a GPU's device would go."""
+    return Call(dims["T"], dims["S"], device="meta")
+
+
 def _ones(n_q: int, n_k: int | None) -> tuple[torch.Tensor, int]:
     n_k = n_q if n_k is None else n_k
     return torch.ones(n_q, n_k, dtype=torch.bool), n_k - n_q
@@ -109,6 +114,10 @@ def _causal_float(n_q, n_k=None, device=None):
     return tfm_ref.causal_mask(n_q, n_k).float()
 
 
+def _causal_on_the_cpu(n_q, n_k=None, device=None):
+    return tfm_ref.causal_mask(n_q, n_k)  # device never passed on
+
+
 CAUSAL_MASK = Exercise(
     name="causal_mask",
     reference=tfm_ref.causal_mask,
@@ -117,7 +126,8 @@ CAUSAL_MASK = Exercise(
     shapes=[dict(T=1, S=1), dict(T=1, S=2), dict(T=2, S=2), dict(T=2, S=3), dict(T=3, S=3), dict(T=3, S=6),
             dict(T=5, S=8)],
     visible=[Case("square mask (n_q = n_k = 5)"), Case("queries are the last 3 of 6 positions", dims=dict(T=3, S=6),
-                                                      inputs=_rectangular)],
+                                                      inputs=_rectangular),
+             Case("made on the device asked for (device='meta')", dims=dict(T=3, S=6), inputs=_on_meta)],
     hidden=[
         Case("random square sizes", dims=random_dims(T=(1, 12))),
         Case("random n_k ≥ n_q", dims=_longer_keys, inputs=_rectangular),
@@ -150,6 +160,12 @@ CAUSAL_MASK = Exercise(
         Mistake("a float mask", _causal_float,
                 "masks are boolean (True = may attend), so that ~mask and masked_fill work; yours holds floats.",
                 "build it with dtype=torch.bool."),
+        Mistake("made on the CPU whatever `device` says", _causal_on_the_cpu,
+                "`device` is where the mask must live: the device of the scores it masks. On a GPU, a mask left "
+                "on the CPU makes masked_fill or torch.where fail with 'Expected all tensors to be on the same "
+                "device'.",
+                "pass it on to the tensor you build: torch.ones(n_q, n_k, dtype=torch.bool, device=device) (or "
+                "torch.arange(..., device=device))."),
     ],
     forbidden=TORCH_CAUSAL,
 )
