@@ -12,8 +12,11 @@ the gettext builder extracts (README, "Chinese edition"). This extension adds:
 - the captions of the table of contents, which sphinx-external-toc inserts after Sphinx has
   translated the page, translated from the root page's catalogue, where the gettext build puts them;
 - the site catalogue ``site.po``: the texts of the extensions, ``_("…")`` or ``N_("…")`` in _ext/*.py,
-  and those of ``site_texts`` (the site's title; an extension adds its own at config-inited);
+  those of ``site_texts`` (an extension adds its own at config-inited), and the settings the pages show
+  (`TRANSLATED_SETTINGS`: the site's title, the author, the labels of the toggle buttons);
 - in an edition, a page that ``translated_pages`` does not list yet says so at its top;
+- in an edition, a link written without a text of its own (``[](page.md#section)``) shows its section's
+  translated title: MyST takes the text from the source's heading, before Sphinx translates it;
 - the heading anchors of a page stay those of its source (`KeepHeadingSlugs`);
 - a translation that Sphinx cannot use is a warning, not a silent fallback to English
   (`CheckTranslationsApplied`);
@@ -26,6 +29,7 @@ the gettext builder extracts (README, "Chinese edition"). This extension adds:
 from __future__ import annotations
 
 import gettext
+import posixpath
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +53,8 @@ __all__ = ["N_", "SITE_CATALOGUE", "TEXTS", "_", "has_words", "page_translator",
 SITE_CATALOGUE = "site"
 _ = get_translation(SITE_CATALOGUE)
 TEXTS = "translatable_texts"
+# Settings whose text the pages show: the site's title, the author in the footer, sphinx-togglebutton's labels
+TRANSLATED_SETTINGS = ("html_title", "author", "togglebutton_hint", "togglebutton_hint_hide")
 HERE = Path(__file__).parent
 logger = logging.getLogger(__name__)
 
@@ -180,16 +186,43 @@ def _extract_texts(app, doctree, docname: str) -> None:
 
 
 def _load_site_catalogue(app, config) -> None:
-    """Compile the site catalogue of this build's language (when it changed), register it, translate the title."""
+    """Compile the site catalogue of this build's language (when it changed), register it, translate the settings
+    the pages show."""
     for locale_dir in config.locale_dirs:
         info = CatalogInfo(str(Path(app.srcdir, locale_dir, config.language or "en", "LC_MESSAGES")), SITE_CATALOGUE,
                            "utf-8")
         if Path(info.po_path).is_file() and info.is_outdated():
             info.write_mo(config.language)
         app.add_message_catalog(SITE_CATALOGUE, str(Path(app.srcdir, locale_dir)))
-    config.site_texts = [*config.site_texts, config.html_title]  # a new list: the default one is shared
+    present = [name for name in TRANSLATED_SETTINGS if isinstance(getattr(config, name, None), str)]
+    # a new list: the default one is shared
+    config.site_texts = [*config.site_texts, *(getattr(config, name) for name in present)]
     if _is_translation(config):
-        config.html_title = str(_(config.html_title))
+        for name in present:
+            setattr(config, name, str(_(getattr(config, name))))
+
+
+def _translate_section_links(app, doctree, docname: str) -> None:
+    """In an edition, the links whose text is their target section's English title show its translation."""
+    if not _is_translation(app.config):
+        return
+    pages = app.__dict__.setdefault("_section_titles", {})  # page -> {anchor: its section's title}, read once
+    for reference in doctree.findall(nodes.reference):
+        page, _hash, anchor = reference.get("refuri", "").partition("#")
+        if not reference.get("internal") or not anchor:
+            continue
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(docname), page.removesuffix(app.builder.out_suffix))) \
+            if page else docname
+        if target not in app.env.all_docs:
+            continue
+        if target not in pages:
+            pages[target] = {i: section[0] for section in app.env.get_doctree(target).findall(nodes.section)
+                             for i in section["ids"]}
+        title = pages[target].get(anchor)
+        if title is not None and title.get("translated") and reference.astext() == title.rawsource:
+            holder = reference[0] if len(reference) == 1 and isinstance(reference[0], nodes.inline) else reference
+            holder.clear()
+            holder += nodes.Text(title.astext())
 
 
 def _write_site_template(app, exception) -> None:
@@ -214,11 +247,12 @@ def setup(app):
     app.add_transform(KeepHeadingSlugs)
     app.add_transform(CheckTranslationsApplied)
     app.add_transform(EditionNotebooks)
-    app.connect("config-inited", _load_site_catalogue)
+    app.connect("config-inited", _load_site_catalogue, priority=400)  # before sphinx-togglebutton writes its labels
     app.connect("doctree-read", _translate_toc_captions, priority=400)  # before the toctree collector (500)
     app.connect("doctree-read", _say_untranslated)
     app.connect("env-before-read-docs", _note_pages_read)
     app.connect("env-get-updated", _write_every_page)
     app.connect("doctree-resolved", _extract_texts, priority=900)  # after the extensions list their texts
+    app.connect("doctree-resolved", _translate_section_links)
     app.connect("build-finished", _write_site_template)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

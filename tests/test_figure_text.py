@@ -87,6 +87,15 @@ def test_the_messages_drawn_are_recorded_in_english_line_by_line_numbers_as_plac
     assert drawn == {"sequence length", "head {0} → kv {1}", "attention weight", "a label nobody translated"}
 
 
+def test_a_widgets_message_instead_of_a_figure_is_translated_and_recorded_as_a_figures_words(hook):
+    hook.install(_catalogue({"G = {0} must divide H = {1}": "G = {0} 必须整除 H = {1}"}))
+    with hook.recording() as drawn:
+        assert hook.words("G = 3 must divide H = 8\nnot translated") == "G = 3 必须整除 H = 8\nnot translated"
+    assert drawn == {"G = {0} must divide H = {1}", "not translated"}
+    hook.install()
+    assert hook.words("G = 3 must divide H = 8") == "G = 3 must divide H = 8"
+
+
 @pytest.mark.parametrize("text, expected", [
     ("sequence 2: query", ("sequence {0}: query", ["2"])),
     ("KV cache (GiB, fp16)", ("KV cache (GiB, fp16)", [])),  # a number inside a name is part of it

@@ -143,6 +143,34 @@ def test_pages_not_yet_translated_say_so(page):
     assert re.search(r'class="[^"]*\buntranslated\b', (SITE / ZH / page).read_text(encoding="utf-8"))
 
 
+_SECTION_LINK = re.compile(r'<a class="reference internal" href="([\w./]+)\.html#([\w-]+)"><span class="std std-ref">(.*?)</span>')
+
+
+def _heading(page_html: str, anchor: str) -> str:
+    """The text of the heading of the section ``anchor`` of a page, without its permalink."""
+    found = re.search(rf'<section id="{re.escape(anchor)}">\s*<h\d>(.*?)<a class="headerlink"', page_html, re.DOTALL)
+    assert found, f"no section {anchor}"
+    return re.sub(r"<[^>]+>", "", found.group(1)).strip()
+
+
+def test_a_link_to_a_section_shows_its_title_in_the_editions_language():
+    page = SITE / ZH / "book" / "notes_map.html"
+    links = _SECTION_LINK.findall(page.read_text(encoding="utf-8"))
+    assert len(links) > 20  # the notes map links most sections of the book
+    for target, anchor, text in links:
+        title = _heading((page.parent / f"{target}.html").read_text(encoding="utf-8"), anchor)
+        if CJK.search(title):  # a heading of code alone, say, reads the same in both editions
+            assert text == title, f"the link to {target}#{anchor} reads {text!r}, its section {title!r}"
+
+
+def test_the_site_s_own_words_speak_chinese():
+    page = (SITE / ZH / "book" / "01_attention.html").read_text(encoding="utf-8")
+    shown, hidden = (re.search(rf"let {name} = '([^']*)'", page).group(1) for name in ("toggleHintShow", "toggleHintHide"))
+    assert CJK.search(shown) and CJK.search(hidden), (shown, hidden)  # the erratum boxes' toggles
+    author = re.search(r'<p class="component-author">(.*?)</p>', page, re.DOTALL).group(1)
+    assert CJK.search(re.sub(r"<[^>]+>", "", author).replace("作者", "")), author
+
+
 _DIAGRAMS = """
 return Array.from(document.querySelectorAll('figure.diagram')).map(figure => {
   const svg = figure.querySelector('svg');

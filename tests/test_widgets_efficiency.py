@@ -72,16 +72,37 @@ def test_from_bench_rejects_results_without_attention():
 
 
 def _recorded() -> dict:
-    return {"device": "GPU", "shape": "B=1", "seq_len": [256, 512, 1024],
-            "results": {"eager": {"ms": [1.0, 4.0, 16.0], "peak_mib": [1.0, 4.0, 16.0]}}}
+    return {"device": "GPU", "shape": "B=1", "head_dim": 64, "seq_len": [256, 512, 1024, 2048, 4096],
+            "results": {"eager": {"ms": [1.0, 4.0, 16.0, 64.0, 256.0], "peak_mib": [1.0, 4.0, 16.0, 64.0, 256.0]}}}
 
 
-def test_the_static_explorer_draws_the_recording_once_whatever_the_other_controls_say():
-    static = static_attention_cost_explorer(_recorded())
+def test_every_control_of_the_static_explorer_acts_on_the_recording_or_says_why_it_cannot(monkeypatch):
+    drawn = []
+    monkeypatch.setattr(efficiency, "cost_figure", lambda data, title: drawn.append((data["seq_len"], title)))
+    static = static_attention_cost_explorer(_recorded(), longest_measured=1024)
+    source, longest, head_dim = static.controls
+    recorded, measured = source.values
+    assert longest.values == (256, 512, 1024, 2048, 4096) and longest.initial == 4096 and head_dim.initial == 64
     (panel,) = static.panels
-    recorded, measured = static.controls[0].values
-    assert panel.key(recorded, 256, 32) == panel.key(recorded, 1024, 128)
-    assert panel.key(measured, 256, 32) != panel.key(measured, 1024, 32) != panel.key(measured, 1024, 128)
+    panel.draw(source=recorded, longest=1024, head_dim=64)
+    assert drawn == [([256, 512, 1024], "recorded benchmark")]  # longest n crops the recording too
+    with pytest.raises(ValueError, match="ran at head width 64 only"):
+        panel.draw(source=recorded, longest=1024, head_dim=128)
+    monkeypatch.setattr(efficiency, "measure_attention", lambda seq_lens, head_dim: dict(
+        _recorded(), seq_len=list(seq_lens), head_dim=head_dim))
+    panel.draw(source=measured, longest=2048, head_dim=64)  # past the measurement: all of it, and where it stops
+    assert drawn[-1] == ([64, 128, 256, 512, 1024], "measured while the book was built (CPU), up to n = 1024")
+    # a figure per recorded length, one message for the head widths it did not run, one figure past the measurement
+    assert panel.key(recorded, 256, 64) != panel.key(recorded, 1024, 64)
+    assert panel.key(recorded, 256, 32) == panel.key(recorded, 256, 128) != panel.key(recorded, 256, 64)
+    assert panel.key(measured, 2048, 32) == panel.key(measured, 4096, 32) != panel.key(measured, 1024, 32)
+    assert panel.key(measured, 256, 32) != panel.key(measured, 256, 128)
+
+
+def test_the_recorded_and_measured_data_say_their_head_width():
+    assert from_bench({"attention": [{"seq_len": 256, "eager_ms": 1.0, "sdpa_ms": 0.5}],
+                       "config": {"d_model": 512, "n_heads": 8, "attn_batch": 2}})["head_dim"] == 64
+    assert measure_attention([8], head_dim=16, repeats=1)["head_dim"] == 16
 
 
 def test_the_static_explorer_without_a_recording_offers_the_measurement_only():

@@ -60,6 +60,20 @@ def test_every_combination_of_a_panels_controls_gets_a_file_or_its_error(tmp_pat
     assert json.loads((tmp_path / "manifest.json").read_text()) == manifest
 
 
+def test_a_refused_combination_s_message_speaks_the_editions_language_and_is_listed_for_the_translators(
+        tmp_path, monkeypatch):
+    from tfm_ref.widgets import figure_text
+
+    class Chinese:
+        def gettext(self, message: str) -> str:
+            return {"{0} is odd already": "{0} 已经是奇数了"}.get(message, message)
+
+    monkeypatch.setattr(figure_text, "_catalogue", Chinese())
+    manifest = render(toy_widget(), tmp_path)
+    assert manifest["panels"][0]["states"]["2-1"] == {"error": "3 已经是奇数了"}
+    assert "{0} is odd already" in manifest["texts"]
+
+
 def test_the_manifest_describes_each_control_and_its_initial_value(tmp_path):
     controls = render(toy_widget(), tmp_path)["controls"]
     assert controls == [{"label": "size", "kind": "range", "labels": ["1", "2", "3"], "initial": 1},

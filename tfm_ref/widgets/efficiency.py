@@ -83,7 +83,8 @@ def measure_attention(seq_lens: Sequence[int], fns: dict[str, AttentionFn] | Non
     """Median wall time and peak extra memory of each attention function at each length n.
 
     Returns:
-        {"device": "cpu", "shape": …, "seq_len": [...], "results": {name: {"ms": [...], "peak_mib": [...]}}}
+        {"device": "cpu", "shape": …, "head_dim": head_dim, "seq_len": [...],
+         "results": {name: {"ms": [...], "peak_mib": [...]}}}
     Raises:
         ValueError: an empty or non-positive list of lengths, or repeats < 1.
     """
@@ -104,8 +105,8 @@ def measure_attention(seq_lens: Sequence[int], fns: dict[str, AttentionFn] | Non
                 times.append((time.perf_counter() - start) * 1e3)
             results[name]["ms"].append(float(np.median(times)))
             results[name]["peak_mib"].append(memory.peak / 2**20)
-    return {"device": "cpu", "shape": f"B={batch}, H={n_heads}, Dh={head_dim}, fp32", "seq_len": list(seq_lens),
-            "results": results}
+    return {"device": "cpu", "shape": f"B={batch}, H={n_heads}, Dh={head_dim}, fp32", "head_dim": head_dim,
+            "seq_len": list(seq_lens), "results": results}
 
 
 def from_bench(results: dict) -> dict:
@@ -125,7 +126,7 @@ def from_bench(results: dict) -> dict:
     heads, width = config.get("n_heads"), config.get("d_model", 0) // max(config.get("n_heads") or 1, 1)
     dtype = "fp32" if device == "cpu" else "bf16"  # what `tfm_ref.bench` runs on each device
     return {"device": device, "shape": f"B={config.get('attn_batch')}, H={heads}, Dh={width}, {dtype}, forward + backward",
-            "seq_len": [row["seq_len"] for row in rows],
+            "head_dim": width or None, "seq_len": [row["seq_len"] for row in rows],
             "results": {label: {"ms": [value(row, f"{key}_ms") for row in rows],
                                 "peak_mib": [value(row, f"{key}_memory_mib") for row in rows]}
                         for key, label in names.items()}}
@@ -177,7 +178,8 @@ def attention_cost_explorer(fn: AttentionFn | None = None, data: dict | None = N
         data: recorded results (e.g. GPU benchmarks) in `measure_attention`'s format, shown
             until a control changes.
     """
-    longest = widgets.Dropdown(options=LONGEST, value=1024, description="longest n")
+    lengths, first = _longest_choices(data, max(LONGEST))
+    longest = widgets.Dropdown(options=lengths, value=first, description="longest n")
     head_dim = widgets.Dropdown(options=HEAD_DIMS, value=64, description="head width")
     fns = dict(DEFAULT_FNS, **({"your fn": fn} if fn is not None else {}))
     recorded = {"data": data}
@@ -195,6 +197,14 @@ def attention_cost_explorer(fn: AttentionFn | None = None, data: dict | None = N
         control.observe(measure_now, names="value")
     return live_widget([[longest, head_dim]], draw, TITLE,
                        StaticRecipe.of(static_attention_cost_explorer, data=data) if fn is None else None)
+
+
+def _longest_choices(data: dict | None, measurable: int) -> tuple[tuple[int, ...], int]:
+    """The choices of "longest n", and the first: the lengths up to ``measurable`` that can be measured here, with
+    those of the recorded ``data``, which is shown first, whole."""
+    recorded = [] if data is None else [n for n in data["seq_len"] if n >= LONGEST[0]]
+    lengths = tuple(sorted({n for n in LONGEST if n <= measurable} | set(recorded)))
+    return lengths, max(recorded) if recorded else min(1024, measurable)
 
 
 def _lengths(longest: int) -> list[int]:
@@ -215,27 +225,38 @@ def static_attention_cost_explorer(data: dict | None = None, longest_measured: i
 
     Each head width is measured once (when first drawn), up to ``longest_measured`` (one of the live
     explorer's choices, and the first shown); a shorter "longest n" shows the start of that measurement.
+    Every control acts on the source chosen, or says why it cannot: "longest n" crops either one (it
+    also offers the recorded lengths past ``longest_measured``, where the measurement is shown whole,
+    its title saying where it stops), and the recorded benchmark ran at one head width.
     """
     recorded, measured = "recorded benchmark", "measured on the build machine"
     sources = (recorded, measured) if data is not None else (measured,)
+    lengths, first = _longest_choices(data, longest_measured)
+    recorded_width = None if data is None else data.get("head_dim")
     measurements: dict[int, dict] = {}
 
     def draw(source: str, longest: int, head_dim: int) -> Figure:
         if source == recorded:
-            return cost_figure(data, "recorded benchmark")
+            if recorded_width is not None and head_dim != recorded_width:
+                raise ValueError(f"The recorded benchmark ran at head width {recorded_width} only.\n"
+                                 "Choose the data measured on the build machine to compare head widths.")
+            return cost_figure(_crop(data, longest), "recorded benchmark")
         if head_dim not in measurements:
             measurements[head_dim] = measure_attention(_lengths(longest_measured), head_dim=head_dim)
-        return cost_figure(_crop(measurements[head_dim], longest), "measured while the book was built (CPU)")
+        title = "measured while the book was built (CPU)"
+        if longest > longest_measured:  # a recorded length: the whole measurement, saying where it stops
+            title += f", up to n = {longest_measured}"
+        return cost_figure(_crop(measurements[head_dim], longest), title)
 
     def same_figure(source: str, longest: int, head_dim: int) -> tuple:
-        return (source,) if source == recorded else (source, longest, head_dim)
+        if source == recorded:  # one figure per length, and one message for the head widths it did not run
+            return source, longest, recorded_width is None or head_dim == recorded_width
+        return source, min(longest, longest_measured + 1), head_dim
 
     return StaticWidget(
         TITLE,
         controls=(Control("source", "data", sources, sources[0]),
-                  Control("longest", "longest n", tuple(n for n in LONGEST if n <= longest_measured), longest_measured),
-                  Control("head_dim", "head width", HEAD_DIMS, 64)),
+                  Control("longest", "longest n", lengths, first),
+                  Control("head_dim", "head width", HEAD_DIMS, recorded_width if recorded_width in HEAD_DIMS else 64)),
         panels=(Panel(draw, ("source", "longest", "head_dim"), key=same_figure,
-                      alt="time and peak memory against sequence length, eager and fused attention, log-log"),),
-        note="Longest n and head width choose what the build machine measured; the recorded benchmark is fixed."
-        if data is not None else "")
+                      alt="time and peak memory against sequence length, eager and fused attention, log-log"),))

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 from matplotlib.text import Text
 
-__all__ = ["CATALOGUE_VARIABLE", "OUTPUT_KEY", "install", "message", "recording", "start_book_kernel"]
+__all__ = ["CATALOGUE_VARIABLE", "OUTPUT_KEY", "install", "message", "recording", "start_book_kernel", "words"]
 
 CATALOGUE_VARIABLE = "BOOK_FIGURE_CATALOGUE"  # a compiled catalogue (.mo) for the build's kernels
 OUTPUT_KEY = "figure_texts"  # in the metadata of a kernel's output: the messages drawn for it
@@ -73,14 +73,24 @@ def _set_text(self: Text, s) -> None:
     _original["set_text"](self, _translate(english))
 
 
-def _draw(self: Text, renderer) -> None:
+def _record(text: str) -> None:
+    """Add the messages of ``text`` to the set `recording` fills in this thread, if any."""
     drawn = getattr(_recorder, "drawn", None)
-    if drawn is not None and self.get_visible():
-        for line in getattr(self, "_english_text", self.get_text()).split("\n"):
-            found = message(line)
-            if found is not None:
-                drawn.add(found[0])
+    if drawn is not None:
+        drawn.update(found[0] for line in text.split("\n") if (found := message(line)) is not None)
+
+
+def _draw(self: Text, renderer) -> None:
+    if self.get_visible():
+        _record(getattr(self, "_english_text", self.get_text()))
     _original["draw"](self, renderer)
+
+
+def words(text: str) -> str:
+    """A text a widget shows in place of a figure (why it refuses a combination of its controls), in the
+    edition's language: recorded and translated line by line, as a figure's words are."""
+    _record(text)
+    return _translate(text)
 
 
 def install(catalogue: gettext.NullTranslations | None = None) -> None:

@@ -108,7 +108,9 @@ def groups_figure(kind: str, shape: tuple[int, int, int], cell: tuple[int, int, 
         ax.set_xlabel("feature d")
     axes[0].set_ylabel("position t")
     pooled = " and ".join("BTD"[a] for a in NORM_KINDS[kind])
-    fig.suptitle(f"one statistic over axis {pooled}: the orange cells share it", fontsize=10)
+    along = " or ".join("btd"[a] for a in NORM_KINDS[kind])  # the controls that move the cell within its group
+    fig.suptitle(f"one statistic over axis {pooled}: the orange cells share it\n"
+                 f"(choosing another {along} stays in the same group)", fontsize=10)
     return fig
 
 

@@ -32,7 +32,7 @@ import torch
 from matplotlib.figure import Figure
 
 from .display import FIGURE_WIDTH, PAGE_DPI, figure_png
-from .figure_text import recording
+from .figure_text import recording, words
 
 __all__ = ["Control", "Panel", "StaticWidget", "StaticRecipe", "render", "cached_render", "code_fingerprint",
            "static_html", "single_panel", "STATIC_HINT"]
@@ -199,7 +199,7 @@ def _render_panels(widget: StaticWidget, folder: Path, dpi: int) -> list[dict]:
                 except ValueError as error:
                     if list(indices) == [initial[c] for c in columns]:
                         raise ValueError(f"{widget.title}: panel {p} cannot draw the initial state: {error}") from error
-                    drawn[key] = {"error": str(error)}
+                    drawn[key] = {"error": words(str(error))}
                 else:
                     drawn[key] = f"p{p}-{len(drawn)}.png"
                     (folder / drawn[key]).write_bytes(figure_png(figure, dpi=dpi))
