@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from copy import deepcopy as _deepcopy
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 
 from .display import labelled
 
@@ -34,8 +36,11 @@ class Call:
         return self.map_tensors(lambda t: t * factor)
 
     def clone(self, requires_grad: bool = False) -> Call:
-        """Fresh copies, so that in-place changes by one implementation do not reach another."""
+        """Fresh copies, so that in-place changes by one implementation do not reach another (a module's
+        weights, or its mode: a decoding loop that calls model.train())."""
         def copy(value: Any) -> Any:
+            if isinstance(value, nn.Module):
+                return _deepcopy(value)
             if isinstance(value, torch.Tensor):
                 value = value.detach().clone()
                 if requires_grad and value.is_floating_point():

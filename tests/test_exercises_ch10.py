@@ -40,7 +40,7 @@ def _hand_written_step(model, optimizer, batch, step, *, d_model, warmup, factor
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    return loss, lr  # a tensor loss is fine too
+    return float(loss), lr  # the notebook asks for a Python float: float() as well as .item()
 
 
 def _hand_written_fit(model, batches, *, d_model, warmup, factor=1.0, smoothing=0.1):
@@ -167,11 +167,30 @@ def test_a_fit_that_reads_every_batch_before_training_is_named_in_the_guided_run
 
 def test_a_fit_that_returns_something_else_than_the_losses_is_told_what_to_return():
     def mean_loss(model, batches, *, d_model, warmup, factor=1.0, smoothing=0.1):
-        return sum(chapter.fit(model, batches, d_model=d_model, warmup=warmup, factor=factor,
-                               smoothing=smoothing)) / len(batches)
+        losses = chapter.fit(model, batches, d_model=d_model, warmup=warmup, factor=factor, smoothing=smoothing)
+        return sum(losses) / len(losses)
 
     report = chapter.FIT.run(mean_loss, guarded=False, seed=0)
     assert "fit should return a list of 5 losses, one number per step; got float" in report.message
+
+
+def test_a_fit_that_reads_every_batch_before_training_fails_its_check_with_the_reason():
+    def eager(model, batches, **kwargs):
+        return chapter.fit(model, list(batches), **kwargs)
+
+    report = chapter.FIT.run(eager, guarded=False, seed=0)
+    assert not report.passed and "fit asked for batch 1 before it trained on batch 0" in report.message
+    assert "not list(batches) first" in report.message
+
+
+def test_a_step_that_returns_its_loss_as_a_tensor_is_told_to_return_a_float():
+    def tensor_loss(*args, **kwargs):
+        loss, lr = chapter.train_step(*args, **kwargs)
+        return torch.tensor(loss), lr
+
+    report = chapter.TRAIN_STEP.run(tensor_loss, guarded=False, seed=0)
+    assert not report.passed
+    assert "should return the loss as a Python float (loss.item()), got tensor of shape ()" in report.message
 
 
 def test_a_loop_that_feeds_the_decoder_only_its_newest_token_fails_on_every_seed():

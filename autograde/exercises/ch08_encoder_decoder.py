@@ -379,11 +379,11 @@ def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator) -> int:
     return best
 
 
-def _model_and_source(gen: torch.Generator, dims, model_class: type = _RandomTransformer):
+def _model_and_source(gen: torch.Generator, dims, model_class: type = _RandomTransformer, dropout: float = 0.0):
     seed = int(torch.randint(0, 2**31, (1,), generator=gen))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = model_class(_MODEL).eval()
+        model = model_class(dataclasses.replace(_MODEL, dropout=dropout)).eval()
     src_mask = tfm_ref.padding_mask(torch.randint(1, dims["S"] + 1, (dims["B"],), generator=gen), dims["S"])  # (B, S)
     src = torch.randint(3, VOCAB, (dims["B"], dims["S"]), generator=gen).masked_fill(~src_mask, PAD)
     return model, src, src_mask
@@ -395,10 +395,11 @@ def _varied(trajectory: torch.Tensor) -> bool:
     return max(len(set(row.tolist())) for row in trajectory) >= min(3, trajectory.shape[1])
 
 
-def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True, tries: int = 10):
+def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True, tries: int = 10,
+                   dropout: float = 0.0):
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
         for _ in range(tries):  # the first random model whose decoding is not one repeated token
-            model, src, src_mask = _model_and_source(gen, dims, model_class)
+            model, src, src_mask = _model_and_source(gen, dims, model_class, dropout)
             src_mask = src_mask if use_mask else None
             trajectory = tfm_ref.greedy_decode(model, src, src_mask, bos_id=BOS, eos_id=-1, max_len=dims["L"])
             if _varied(trajectory):  # with no EOS, it runs max_len steps
@@ -409,10 +410,13 @@ def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True
 
 def _greedy_variant(*, stop: bool = True, pad: bool = True, keep_bos: bool = False, start: int | None = None,
                     use_mask: bool = True, invert_mask: bool = False, whole_prefix: bool = False,
-                    no_cache_first_position: bool = False, newest_only_uncached: bool = False):
+                    no_cache_first_position: bool = False, newest_only_uncached: bool = False,
+                    training_mode: bool = False):
     """Greedy decoding with one thing done wrong (the keywords say which)."""
     @torch.no_grad()
     def greedy_decode(model, src, src_mask=None, *, bos_id, eos_id, max_len):
+        if training_mode:
+            model.train()
         src_mask = src_mask if use_mask else None
         if invert_mask and src_mask is not None:
             src_mask = ~src_mask
@@ -447,6 +451,7 @@ GREEDY = Exercise(
         Case("a larger batch", dims=dict(B=6, S=7, L=10)),
         Case("src_mask=None", inputs=_decode_inputs(use_mask=False)),
         Case("max_len = 1", dims=dict(B=3, S=4, L=1)),
+        Case("a model built with dropout 0.3, in eval mode: nothing random", inputs=_decode_inputs(dropout=0.3)),
         Case("uses the KV cache (one new token per decode call)", inputs=_decode_inputs(_CacheOnlyTransformer)),
     ],
     mistakes=[
@@ -481,6 +486,11 @@ GREEDY = Exercise(
                 "the tokens before it.",
                 "one cache for the whole loop, cache = model.new_cache() before it, and "
                 "model.decode(out[:, -1:], memory, src_mask, cache); or, with no cache, the whole prefix `out`."),
+        Mistake("dropout switched on while decoding", _greedy_variant(training_mode=True),
+                "the model comes in eval mode and decoding must leave it so: model.train() switches dropout back "
+                "on, and the same source would decode differently from one call to the next.",
+                "no model.train() in greedy_decode (the training loop calls it); model.eval() before decoding, "
+                "under torch.no_grad()."),
         Mistake("argmax of the first position", _greedy_variant(no_cache_first_position=True),
                 "the logits are (B, t, V) and the next token is predicted at the last position; you took the "
                 "first.",

@@ -43,7 +43,7 @@ from tfm_ref.schedule import noam_lr
 from tfm_ref.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
 
 from ..adapters import TRAINING
-from ..checking import Call, Case, Exercise, FunctionAdapter, Mistake, random_dims
+from ..checking import Call, Case, CheckFailed, Exercise, FunctionAdapter, Mistake, random_dims
 from ..display import brief
 from ._modules import WITH_DROPOUT, PerturbedModuleAdapter, built_without_dropout, dropout_rate, functions_of
 from .ch08_encoder_decoder import GREEDY as CACHED_GREEDY
@@ -112,6 +112,7 @@ class _Wrong:
     not_causal: bool = False
     no_final_norm: bool = False
     softmax: bool = False
+    no_embed_dropout: bool = False
 
 
 class _WrittenOut(tfm_ref.Transformer):
@@ -123,7 +124,8 @@ class _WrittenOut(tfm_ref.Transformer):
     def _embedded(self, ids: torch.Tensor, positions: bool) -> torch.Tensor:
         x = F.embedding(ids, self.src_embed.weight)  # (B, T, D)
         x = x if self.wrong.unscaled else x * math.sqrt(self.config.d_model)
-        return x + self.positional.pe[: ids.shape[1]].to(x.dtype) if positions else x
+        x = x + self.positional.pe[: ids.shape[1]].to(x.dtype) if positions else x
+        return x if self.wrong.no_embed_dropout else self.embed_dropout(x)  # as tfm_ref draws it, in training mode
 
     def forward(self, src, tgt, src_mask=None):
         wrong = self.wrong
@@ -149,12 +151,15 @@ def _written_out(tied: bool = True, **wrong: bool):
     return lambda *args, **kwargs: cls(dataclasses.replace(_config(*args, **kwargs), tie_embeddings=tied))
 
 
-def _untied(*, shared_embedding: bool = False):
-    """Three matrices instead of one, or (``shared_embedding``) one embedding and a separate output layer."""
+def _untied(*, shared_embedding: bool = False, output_tied_to_target: bool = False):
+    """Three matrices instead of one; or (``shared_embedding``) one embedding and a separate output layer; or
+    (``output_tied_to_target``) two embeddings, the output layer sharing the target's."""
     def build(*args, **kwargs):
         model = tfm_ref.Transformer(dataclasses.replace(_config(*args, **kwargs), tie_embeddings=False))
         if shared_embedding:
             model.tgt_embed = model.src_embed
+        if output_tied_to_target:
+            model.lm_head.weight = model.tgt_embed.weight
         return model
     return build
 
@@ -247,11 +252,17 @@ TRANSFORMER = Exercise(
                 "block; in training mode yours drops nothing.",
                 "self.embed_dropout = nn.Dropout(dropout), and dropout=dropout for every EncoderBlock and "
                 "DecoderBlock"),
+        Mistake("no dropout after the embeddings", _written_out(no_embed_dropout=True),
+                "the 2017 model drops out the sum of the embeddings and the positions, on both sides, before the "
+                "first block (§5.4); yours drops only inside the blocks.",
+                "self.embed_dropout = nn.Dropout(dropout), then x = self.embed_dropout(self.src_embed(ids) * "
+                "math.sqrt(d_model) + self.pe[:T]), and the same for the target"),
         Mistake("softmax applied to the logits", _written_out(softmax=True),
                 "the model returns logits, not probabilities: the loss applies log-softmax itself, and greedy "
                 "decoding needs only the argmax.", "return self.lm_head(x)  # no softmax"),
         Mistake("embeddings not tied", _untied(), *_UNTIED),
         Mistake("output layer not tied to the embedding", _untied(shared_embedding=True), *_UNTIED),
+        Mistake("source and target embeddings separate", _untied(output_tied_to_target=True), *_UNTIED),
         Mistake("embeddings not tied (tgt_embed a second, unused matrix)", _written_out(tied=False), *_UNTIED),
     ],
     forbidden=WHOLE_MODELS,
@@ -300,7 +311,11 @@ def _stepped(step_fn):
             result = step_fn(model, optimizer, batch, first_step + i, d_model=d_model, warmup=warmup,
                              factor=factor, smoothing=smoothing)
             if not isinstance(result, tuple) or len(result) != 2:
-                raise TypeError(f"train_step should return (loss, lr), got {type(result).__name__}")
+                raise CheckFailed(f"train_step should return (loss, lr), got {type(result).__name__} {brief(result)}")
+            if type(result[0]) is not float:
+                got = brief(result[0]) if torch.is_tensor(result[0]) else f"{type(result[0]).__name__} {result[0]!r}"
+                raise CheckFailed(f"train_step should return the loss as a Python float (loss.item()), got {got}: "
+                                  "fit keeps every step's loss, and a tensor there can hold on to its step's graph")
             after = torch.cat([p.detach().flatten() for p in model.parameters()])
             loss, lr = float(torch.as_tensor(result[0]).detach()), float(result[1])
             rows.append((loss, lr, float((after - before).norm())))
@@ -506,19 +521,31 @@ def _fitted(fit_fn):
     optimizer that took its steps, in words (ε = 1e-8 or AdamW's weight decay rarely shows in a few
     dozen losses)."""
     def losses(model, src, src_mask, tgt, *, d_model, warmup, factor, smoothing):
-        stepped = []
+        stepped, model = [], copy.deepcopy(model)
+        forwards = []  # one entry per forward pass of the model: a train_step on a batch
+        model.register_forward_pre_hook(lambda module, args: forwards.append(None))
+
+        def one_at_a_time(batches):  # batch k is asked for after k batches were trained on, as the full run expects
+            for k, batch in enumerate(batches):
+                if len(forwards) < k:
+                    raise CheckFailed(f"fit asked for batch {k} before it trained on batch {k - 1}: take the batches "
+                                      "one at a time, each trained on before the next is asked for (for step, batch in "
+                                      "enumerate(batches): …), not list(batches) first; the full run keeps its "
+                                      "checkpoints as the batches are asked for")
+                yield batch
+
         hook = register_optimizer_step_pre_hook(
             lambda optimizer, args, kwargs: stepped.append(_optimizer_settings(optimizer)))
         try:
-            history = fit_fn(copy.deepcopy(model), _batches(src, src_mask, tgt), d_model=d_model, warmup=warmup,
+            history = fit_fn(model, one_at_a_time(_batches(src, src_mask, tgt)), d_model=d_model, warmup=warmup,
                              factor=factor, smoothing=smoothing)
         finally:
             hook.remove()
         if not isinstance(history, (list, tuple)) or len(history) != len(src) \
                 or not all(isinstance(loss, (int, float)) or torch.is_tensor(loss) and loss.numel() == 1
                            for loss in history):
-            raise TypeError(f"fit should return a list of {len(src)} losses, one number per step; got "
-                            f"{type(history).__name__} {brief(history)}")
+            raise CheckFailed(f"fit should return a list of {len(src)} losses, one number per step; got "
+                              f"{type(history).__name__} {brief(history)}")
         per_step = torch.tensor([float(torch.as_tensor(loss).detach()) for loss in history])  # (K,)
         return per_step, " then ".join(dict.fromkeys(stepped)) or "none: no step was taken"
     return losses
