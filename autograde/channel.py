@@ -23,6 +23,9 @@ MAGIC = b"AGW1"
 _HEAD = struct.Struct(">4sII")
 _BLOB = struct.Struct(">Q")
 MAX_MESSAGE = 32 * 2**20
+# Objects and arrays in one header, counted before it is parsed: a reply's tree holds at most wire.MAX_ITEMS nodes
+# (a few brackets each), and 32 MiB of "{}" would parse into a dozen million dicts (over a GiB) for nothing.
+MAX_CONTAINERS = 2**20
 """Bytes one message may take, header and blobs together."""
 
 
@@ -81,8 +84,11 @@ class Channel:
         budget = self.max_bytes - header_size
         if budget < 0 or n_blobs > self.max_bytes // _BLOB.size:
             raise BadMessage(f"a message larger than the limit of {self.max_bytes} bytes")
+        text = self._read(header_size, deadline)
+        if text.count(b"{") + text.count(b"[") > MAX_CONTAINERS:
+            raise BadMessage(f"a message whose header holds more than {MAX_CONTAINERS} objects and arrays")
         try:
-            header = json.loads(self._read(header_size, deadline))
+            header = json.loads(text)
         except (ValueError, RecursionError) as error:
             raise BadMessage(f"a message whose header is not JSON ({type(error).__name__})") from None
         if type(header) is not dict:

@@ -40,8 +40,16 @@ class Submission:
     secret: str | None = None  # submission_secret.txt
 
 
-NOT_STUDENTS = (".", "__MACOSX")
-"""Folders that are no student's: hidden ones, and the resource forks macOS adds to a zip."""
+MACOS_FORKS = "__MACOSX"
+
+
+def _not_a_student(name: str) -> bool:
+    """A folder that is no student's: a hidden one, or the resource forks macOS adds to a zip (that name
+    exactly: ``__MACOSX_carol`` is a student's)."""
+    return name.startswith(".") or name == MACOS_FORKS
+
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's exchange adds beside a notebook
+MAX_UNPACKED_RATIO = 100  # an archive of notebooks unpacks to a few times its size; a zip bomb, to thousands
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -74,7 +82,7 @@ def without_assignments(root: Path, assignments: list[str]) -> list[str]:
 def _student_folders(base: Path) -> list[Path]:
     """The folders under ``base`` that are students' (a stray file is not a student; a symlinked folder is
     refused by `_submission`)."""
-    return sorted(p for p in base.iterdir() if not p.name.startswith(NOT_STUDENTS) and p.is_dir())
+    return sorted(p for p in base.iterdir() if not _not_a_student(p.name) and p.is_dir())
 
 
 def _submission(folder: Path, assignment_dir: Path, flags: list[str], max_bytes: int) -> Submission:
@@ -91,7 +99,7 @@ def _submission(folder: Path, assignment_dir: Path, flags: list[str], max_bytes:
         return Submission(student, assignment, None, (*flags, "symlink-outside"))
     if notebook.stat().st_size > max_bytes:
         return Submission(student, assignment, None, (*flags, "notebook-too-large"))
-    timestamp, secret = (_small_text(assignment_dir / name, folder) for name in ("timestamp.txt", "submission_secret.txt"))
+    timestamp, secret = (_small_text(assignment_dir / name, folder) for name in EXCHANGE_FILES)
     if timestamp is not None and not _is_timestamp(timestamp):
         flags, timestamp = [*flags, "bad-timestamp"], None
     return Submission(student, assignment, notebook, tuple(flags), timestamp, secret)
@@ -132,7 +140,12 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
     something already unpacked, and one that cannot be read (corrupt, encrypted) is skipped; a
     symlink member is made a symlink only if it points inside its student's folder (otherwise
     skipped); a member larger than ``max_bytes`` once unpacked is dropped. Each flags the student
-    the member belongs to.
+    the member belongs to. Only the files grading reads are unpacked (a student's notebooks and the
+    exchange's ``timestamp.txt`` and ``submission_secret.txt``), and at most `MAX_UNPACKED_RATIO` times
+    the archive's size in all, so that a small archive cannot fill the disk.
+
+    Raises:
+        CollectionError: the archive cannot be read, or unpacks to more than that.
     """
     try:
         zf = zipfile.ZipFile(archive)
@@ -140,6 +153,7 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
         raise CollectionError(f"{archive} is not a readable zip archive ({error})") from None
     into = Path(os.path.realpath(into))
     flags: dict[str, list[str]] = {}
+    room = MAX_UNPACKED_RATIO * max(archive.stat().st_size, 2**20)
     with zf:
         members = zf.infolist()
         top = _common_top(members, assignments)
@@ -162,15 +176,20 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
                 os.symlink(link, target)
             elif member.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
-            else:
+            elif len(parts) == len(top) + 3 and (parts[-1].endswith(".ipynb") or parts[-1] in EXCHANGE_FILES):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 try:
-                    small = _copy_at_most(zf, member, target, max_bytes)
+                    written = _copy_at_most(zf, member, target, max_bytes)
                 except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error):
-                    small = None  # a corrupt, encrypted or oddly compressed member
-                if not small:
+                    written = None  # a corrupt, encrypted or oddly compressed member
+                if written is None or written is False:
                     target.unlink(missing_ok=True)
-                    flags.setdefault(student, []).append("file-too-large" if small is False else "unsafe-zip-member")
+                    flags.setdefault(student, []).append("file-too-large" if written is False else "unsafe-zip-member")
+                    continue
+                room -= written
+                if room < 0:
+                    raise CollectionError(f"{archive} unpacks to more than {MAX_UNPACKED_RATIO} times its size: "
+                                          "unpack it yourself if it is right, and grade the folder")
     return into.joinpath(*top), {s: f for s, f in flags.items() if s}
 
 
@@ -187,9 +206,9 @@ def _unsafe_target(target: Path, into: Path, folder: bool) -> bool:
     return os.path.lexists(target) and not (folder and target.is_dir())
 
 
-def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, max_bytes: int) -> bool:
-    """Unpack ``member`` to ``target``; False if it is larger than ``max_bytes`` (whatever its
-    header claims: a zip bomb is stopped while unpacking)."""
+def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, max_bytes: int) -> int | bool:
+    """Unpack ``member`` to ``target``: the bytes written, or False if it is larger than ``max_bytes``
+    (whatever its header claims: a zip bomb is stopped while unpacking)."""
     written = 0
     with zf.open(member) as source, open(target, "wb") as sink:
         while chunk := source.read(1 << 20):
@@ -197,7 +216,7 @@ def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, ma
             if written > max_bytes:
                 return False
             sink.write(chunk)
-    return True
+    return written
 
 
 def _common_top(members: list[zipfile.ZipInfo], assignments: list[str]) -> list[str]:
@@ -205,7 +224,7 @@ def _common_top(members: list[zipfile.ZipInfo], assignments: list[str]) -> list[
     skipped anyway, and macOS's ``__MACOSX`` beside the folder, aside)."""
     parts = [[p for p in m.filename.split("/") if p not in ("", ".")]
              for m in members if not m.filename.startswith("/")]
-    parts = [p for p in parts if p and ".." not in p and not p[0].startswith(NOT_STUDENTS)]
+    parts = [p for p in parts if p and ".." not in p and not _not_a_student(p[0])]
     firsts = {p[0] for p in parts}
     if len(firsts) != 1:
         return []

@@ -101,16 +101,18 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
             assets = _assets(sorted({s.assignment for s in subs}), db_url, root)
         except GradebookError as error:
             raise GradingError(str(error)) from None
-        staging = Path(tmp) / "submitted"  # the notebooks as they ran, for nbgrader's autograde step
+        staging = Path(tmp) / "submitted"  # the notebooks as they ran, for nbgrader's autograde step: a folder per slot
+        own_staging = staging / "main"  # and this process's own, for the rare row of a slot that died
         tasks = [{"student_id": s.student_id, "assignment": s.assignment, "path": str(s.path) if s.path else None,
                   "flags": list(s.flags), "timestamp": s.timestamp, "secret": s.secret} for s in subs]
         recorder = None  # this process's own, for the rare row of a slot that died
 
         def unscored(task: dict, flag: str) -> dict:
             nonlocal recorder
-            recorder = recorder or Recorder(staging, out, config)
+            recorder = recorder or Recorder(own_staging, out, config)
             return unscored_row(task, merge(*assets[task["assignment"]], None), flag,
-                                "the grader failed on this notebook; your instructor will look at it.", staging, recorder)
+                                "the grader failed on this notebook; your instructor will look at it.", own_staging,
+                                recorder)
 
         pool_config = {"root": str(root), "staging": str(staging), "out": str(out.resolve()), "db_url": db_url,
                        "limits": asdict(limits)}

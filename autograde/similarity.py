@@ -28,13 +28,14 @@ from pathlib import Path
 from .audit import MAX_AUDITED_CHARS
 from .course import ROOT
 
-__all__ = ["fingerprints", "similarity_flags", "K", "WINDOW", "MIN_FINGERPRINTS", "OVERLAP"]
+__all__ = ["fingerprints", "similarity_flags", "K", "WINDOW", "MIN_FINGERPRINTS", "OVERLAP", "MAX_LINE_CHARS"]
 
 K = 7  # tokens per k-gram
 WINDOW = 4  # k-grams per winnowing window
 MIN_FINGERPRINTS = 25
 OVERLAP = 0.8
 TFM_REF = ROOT / "tfm_ref"
+MAX_LINE_CHARS = 1_000  # longer lines are left out: Python's tokenizer takes time quadratic in a line's length
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
          tokenize.ENDMARKER}
 
@@ -60,11 +61,12 @@ def _tokens(source: str) -> list[str]:
 
 
 def fingerprints(source: str) -> set[int]:
-    """The winnowed fingerprints of ``source`` (see the module docstring); none for a cell too large to audit
-    (flagged ``unaudited-code`` instead)."""
+    """The winnowed fingerprints of ``source`` (see the module docstring), its lines longer than
+    `MAX_LINE_CHARS` left out (no code is written so); none for a cell too large to audit (flagged
+    ``unaudited-code`` instead)."""
     if len(source) > MAX_AUDITED_CHARS:
         return set()
-    tokens = _tokens(source)
+    tokens = _tokens("\n".join(line if len(line) <= MAX_LINE_CHARS else "" for line in source.split("\n")))
     hashes = [zlib.crc32(" ".join(tokens[i:i + K]).encode()) for i in range(len(tokens) - K + 1)]
     if len(hashes) <= WINDOW:
         return set(hashes)

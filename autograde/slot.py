@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sys
 import traceback
@@ -84,6 +85,12 @@ class SlotGrader:
         return graded_row(task, cells, run.results, flags + sorted(run.flags), self.staging, self.recorder)
 
 
+# A student id that nbgrader's export would write as it is into its CSV (no quoting, no escaping): a comma or a
+# line break shifts the columns, a leading =, +, - or @ is a formula in a spreadsheet. Such a row stays out of the
+# gradebook; grades.csv, which escapes, still has it.
+UNEXPORTABLE_ID = re.compile(r'[,"\r\n]|^[=+\-@\t]')
+
+
 def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: list[str], staging: Path,
                recorder: Recorder) -> dict:
     """The row of one graded notebook, after nbgrader's part (`autograde.autograded`, `autograde.feedback`)."""
@@ -93,14 +100,15 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
     staged = write_executed(staging, student, assignment, cells, results).parent
     stage_files(staging, student, assignment, task.get("timestamp"), task.get("secret"))
     score, flags, errors = sum(scores.values()), set(flags), []
+    unexportable = UNEXPORTABLE_ID.search(student) is not None
     try:
-        entry = recorder.record(student, assignment)
+        entry = None if unexportable else recorder.record(student, assignment)
     finally:  # the staging folder holds one submission at a time: nbgrader finds no one else's there
         shutil.rmtree(staged, ignore_errors=True)
         with contextlib.suppress(OSError):
             staged.parent.rmdir()  # the student's folder, once it holds no other assignment
     if entry is None:
-        flags.add("gradebook-error")
+        flags.add("unexportable-student-id" if unexportable else "gradebook-error")
     else:
         score = max(0.0, score - entry.penalty)
         if entry.seconds_late > 0:
@@ -152,7 +160,9 @@ def main() -> None:
         sys.exit(1)
     replies.write(json.dumps({"ready": True}) + "\n")
     replies.flush()
-    root, staging, out = Path(config["root"]), Path(config["staging"]), Path(config["out"])
+    # a staging folder of its own: nbgrader globs the staged notebooks' paths unescaped, and a student id such as
+    # "*" must not match a notebook another slot has staged at the same moment
+    root, staging, out = Path(config["root"]), Path(config["staging"]) / config["name"], Path(config["out"])
     recorder = Recorder(staging, out, nbgrader_config(config["db_url"], root))
     grader = SlotGrader(sandbox, limits, root, staging, recorder)
     try:

@@ -70,6 +70,21 @@ def test_forged_or_oversized_frames_are_bad_messages(pair, raw):
         receiver.receive(time.monotonic() + 2)
 
 
+def test_a_header_of_more_objects_than_a_reply_can_hold_is_refused_before_it_is_parsed(monkeypatch):
+    from autograde import channel
+    monkeypatch.setattr(channel, "MAX_CONTAINERS", 1000)
+    parsed = []
+    monkeypatch.setattr(channel.json, "loads", lambda text: parsed.append(text) or {})
+    a, b = socket.socketpair()
+    header = b'{"junk": [' + b",".join([b"{}"] * 1000) + b"]}"
+    a.sendall(struct.pack(">4sII", b"AGW1", len(header), 0) + header)
+    with pytest.raises(BadMessage, match="more than 1000 objects and arrays"):
+        Channel(b).receive(time.monotonic() + 5)
+    assert not parsed
+    a.close()
+    b.close()
+
+
 def test_pending_sees_unsolicited_bytes_but_not_a_close(pair):
     sender, receiver, _ = pair
     assert not receiver.pending()

@@ -198,3 +198,26 @@ def test_a_student_folder_without_an_assignment_folder_is_named(tmp_path):
     (tmp_path / "__MACOSX").mkdir()
     assert [s.student_id for s in find_submissions(tmp_path, [A], LIMIT)] == ["s1"]
     assert without_assignments(tmp_path, [A]) == ["s2"]
+
+
+def test_a_zip_unpacks_only_what_grading_reads_and_a_bomb_of_small_members_is_stopped(tmp_path, monkeypatch):
+    archive = tmp_path / "class.zip"
+    _zip_with(archive, [(f"s1/{A}/{A}.ipynb", "{}", False), (f"s1/{A}/timestamp.txt", "2026-11-26 10:00:00", False),
+                        (f"s1/{A}/data/weights.bin", "x" * 500, False), ("s1/notes.txt", "x", False)])
+    folder, flags = extract_zip(archive, tmp_path / "out", [A], LIMIT)
+    unpacked = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert unpacked == [f"s1/{A}/{A}.ipynb", f"s1/{A}/timestamp.txt"] and flags == {}
+    # many members, each under the size limit, that add up to far more than the archive
+    monkeypatch.setattr("autograde.collection.MAX_UNPACKED_RATIO", 2)
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+        for i in range(3000):
+            zf.writestr(f"s{i}/{A}/{A}.ipynb", "x" * LIMIT)
+    with pytest.raises(CollectionError, match="unpacks to more than 2 times its size"):
+        extract_zip(bomb, tmp_path / "bomb", [A], LIMIT)
+
+
+def test_only_macos_own_folder_is_skipped_not_a_student_whose_name_starts_like_it(tmp_path):
+    _notebook(tmp_path, "__MACOSX_carol")
+    (tmp_path / "__MACOSX").mkdir()
+    assert [s.student_id for s in find_submissions(tmp_path, [A], LIMIT)] == ["__MACOSX_carol"]

@@ -225,6 +225,8 @@ IMPOSSIBLE_SHAPE = ("def softmax(x, dim=-1):\n    import autograde.wire as w\n"
                     "    w._encode_tensor = forged\n    return x\n")
 # Student ids that nbgrader would read as globs (or strip): each must be recorded as itself, alone.
 GLOB_IDS = ("[0-9]*", "~ trailing space ")
+# Folder names that nbgrader's export would write into its CSV as they are: a formula, shifted columns.
+UNEXPORTABLE_IDS = ("=1+1", "mallory,,,,10.0")
 
 
 def _with_cells(nb, cells, before="softmax_visible"):
@@ -287,6 +289,8 @@ def graded(tmp_path_factory):
     submit("53a_prints_text_that_is_not_utf8", A, not_utf8.replace("NOT_UTF8", "\\ud800"))  # in its source, too
     for student in GLOB_IDS:  # untouched, graded after the full marks of others: a glob would match those
         submit(student, A, untouched_notebook(A, course))
+    for student in UNEXPORTABLE_IDS:
+        submit(student, A, solved_notebook(A, root=course))
     for number, (name, text) in enumerate(_malformed(course).items(), start=60):
         submit(f"{number}a_malformed_{name}", A, text)
         submit(f"{number}b_probe", A, _with_cells(solved_notebook(A, root=course), [PROBE]))
@@ -403,6 +407,16 @@ def test_a_student_id_that_is_a_glob_is_never_recorded_with_anothers_notebook(gr
         assert "gradebook-error" in row["flags"] and not held, (row, held)
     else:
         assert "gradebook-error" not in row["flags"] and held[(student, A)].score == 0, (row, held)
+
+
+@pytest.mark.parametrize("student", UNEXPORTABLE_IDS)
+def test_a_student_id_that_nbgraders_export_would_spoil_keeps_its_score_out_of_the_gradebook(graded, student):
+    row = graded.rows[student]
+    assert row["score"] == row["max_score"] > 0 and "unexportable-student-id" in row["flags"], row
+    assert not recorded(nbgrader_config(None, graded.course).CourseDirectory.db_url, [(student, A)])
+    # grades.csv has the row: quoted where it holds a comma, as text where a spreadsheet would run it
+    written = graded.table.get("'" + student if student.startswith("=") else student)
+    assert written is not None and float(written["score"]) == row["score"], sorted(graded.table)
 
 
 def test_no_feedback_page_holds_active_content(graded):

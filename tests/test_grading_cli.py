@@ -82,7 +82,8 @@ def test_a_slot_that_dies_costs_one_row_and_is_started_again(tmp_path):
         def kill_when_busy():
             while pool.slots[0].process is first and first.poll() is None:
                 time.sleep(0.05)
-                if os.path.exists(staging / "s0"):  # the first notebook is done: kill mid-run
+                # the first notebook is done (staged in the slot's own folder): kill mid-run
+                if os.path.exists(staging / "slot0" / "s0"):
                     first.kill()
                     return
 

@@ -46,3 +46,15 @@ def test_the_same_cell_of_another_assignment_is_not_compared():
     copied = _renamed_copy_of_tfm_ref()
     flags = similarity_flags([_row("a", copied, "ch07_norms"), _row("b", copied, "ch08_encoder_decoder")], {})
     assert not any(f.startswith("similar-to:a") or f.startswith("similar-to:b") for f in flags[0] | flags[1])
+
+
+def test_an_overlong_line_never_reaches_the_tokenizer_and_hides_no_copy_beside_it(monkeypatch):
+    from autograde import similarity
+    seen = []
+    tokens = similarity._tokens
+    monkeypatch.setattr(similarity, "_tokens", lambda source: seen.append(source) or tokens(source))
+    # an unterminated string of escaped quotes: Python's tokenizer takes minutes over it, quadratically
+    stall = "x = '" + "\\'" * 40_000  # 80 000 characters: under the cap of an audited cell
+    flags = similarity_flags([_row("a", _renamed_copy_of_tfm_ref() + "\n" + stall)], {})
+    assert max(len(line) for source in seen for line in source.split("\n")) <= similarity.MAX_LINE_CHARS
+    assert "similar-to:tfm_ref.decoding.greedy_decode" in flags[0]
