@@ -113,6 +113,7 @@ class _Wrong:
     no_final_norm: bool = False
     softmax: bool = False
     no_embed_dropout: bool = False
+    masks_swapped: bool = False
 
 
 class _WrittenOut(tfm_ref.Transformer):
@@ -137,8 +138,9 @@ class _WrittenOut(tfm_ref.Transformer):
         memory = x if final is None or wrong.no_final_norm else final(x)
         y = self._embedded(tgt, not (wrong.no_positions or wrong.source_positions_only))  # (B, T, D)
         causal = None if wrong.not_causal else tfm_ref.causal_mask(tgt.shape[1])
+        cross = None if wrong.cross_unmasked else keys
         for layer in self.decoder.layers:
-            y = layer(y, memory, causal, None if wrong.cross_unmasked else keys)
+            y = layer(y, memory, cross, causal) if wrong.masks_swapped else layer(y, memory, causal, cross)
         final = self.decoder.final_norm
         logits = self.lm_head(y if final is None or wrong.no_final_norm else final(y))  # (B, T, V)
         return logits.softmax(-1) if wrong.softmax else logits
@@ -252,6 +254,13 @@ TRANSFORMER = Exercise(
                 "block; in training mode yours drops nothing.",
                 "self.embed_dropout = nn.Dropout(dropout), and dropout=dropout for every EncoderBlock and "
                 "DecoderBlock"),
+        Mistake("the source's mask where the target's goes", _written_out(masks_swapped=True),
+                "a source key mask (B, 1, 1, S) met the target's T × T scores. The encoder reads src with "
+                "key_mask(src_mask); the decoder's self-attention takes the causal mask (T, T) and its "
+                "cross-attention key_mask(src_mask). Either the decoder's two masks are swapped, or src and tgt "
+                "are (the target went through the encoder).",
+                "memory = self.encode(src, src_mask); then in the decoder layer(y, memory, causal_mask(T, "
+                "device=tgt.device), key_mask(src_mask)): self-attention's mask first"),
         Mistake("no dropout after the embeddings", _written_out(no_embed_dropout=True),
                 "the 2017 model drops out the sum of the embeddings and the positions, on both sides, before the "
                 "first block (§5.4); yours drops only inside the blocks.",
