@@ -26,6 +26,7 @@ import nbformat
 from latex2mathml.converter import convert as tex_to_mathml
 
 from .checking import FIX_PREFIX
+from .notebook import is_widget
 
 __all__ = ["feedback_path", "feedback_html", "write_feedback"]
 
@@ -98,10 +99,6 @@ def _anchor(grade_id: str) -> str:
     return "cell-" + re.sub(r"[^A-Za-z0-9_-]", "-", grade_id)
 
 
-def _is_widget(cell: nbformat.NotebookNode) -> bool:
-    return "widget" in cell.metadata.get("tags", [])
-
-
 def feedback_html(title: str, notebook: nbformat.NotebookNode, scores: dict[str, float], penalty: float = 0.0) -> str:
     """The page for ``notebook`` (hidden tests already removed), ``scores`` by test cell's grade_id."""
     points = {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"].get("points", 0))
@@ -118,8 +115,8 @@ def feedback_html(title: str, notebook: nbformat.NotebookNode, scores: dict[str,
              f"<table><thead><tr><th>check</th><th>points</th></tr></thead><tbody>{rows}</tbody></table>"]
     cells = notebook.cells
     for index, cell in enumerate(cells):
-        introduces_widget = index + 1 < len(cells) and _is_widget(cells[index + 1])
-        if _is_widget(cell) or (cell.cell_type == "markdown" and introduces_widget):
+        introduces_widget = index + 1 < len(cells) and is_widget(cells[index + 1])
+        if is_widget(cell) or (cell.cell_type == "markdown" and introduces_widget):
             continue  # "try it" cells are not run when grading
         if cell.cell_type == "markdown":
             parts.append(f"<div class='cell'>{_markdown(_text(cell.source))}</div>")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["GradedCell", "load_notebook", "merge", "max_score"]
+__all__ = ["GradedCell", "load_notebook", "merge", "max_score", "is_widget"]
 
 
 @dataclass
@@ -47,7 +47,8 @@ def _meta(cell: dict) -> dict:
     return _dict(_dict(cell.get("metadata")).get("nbgrader"))
 
 
-def _is_widget(cell: dict) -> bool:
+def is_widget(cell: dict) -> bool:
+    """A cell tagged ``widget`` ("Try it", a full training run): never run when grading or validating."""
     tags = _dict(cell.get("metadata")).get("tags")
     return isinstance(tags, list) and "widget" in tags
 
@@ -77,7 +78,7 @@ def _kind(cell: nbformat.NotebookNode) -> str:
         return "student"
     if meta.get("locked"):
         return "locked"
-    return "widget" if _is_widget(cell) else "student"
+    return "widget" if is_widget(cell) else "student"
 
 
 def _student_cells(student: nbformat.NotebookNode | None, known: set[str],
@@ -99,7 +100,7 @@ def _student_cells(student: nbformat.NotebookNode | None, known: set[str],
             answers.setdefault(grade_id, source)
             extras.setdefault(grade_id, []).extend(pending)
             pending = []
-        elif cell.get("cell_type") == "code" and not _is_widget(cell) and source.strip():
+        elif cell.get("cell_type") == "code" and not is_widget(cell) and source.strip():
             pending.append(source)
     return answers, extras, pending
 

@@ -1,4 +1,5 @@
-"""``nbgrader validate`` in this course's words: it runs the notebook's visible checks only.
+"""``nbgrader validate`` in this course's words: it runs the notebook's visible checks only, and, as
+grading does, not the cells tagged ``widget``.
 
 Installed by the students' nbgrader configuration (``autograde/student/nbgrader_config.py``).
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 from nbconvert.filters import strip_ansi
 from nbgrader.apps import validateapp
 from nbgrader.validator import Validator
+
+from .notebook import is_widget
 
 __all__ = ["CourseValidator"]
 
@@ -30,6 +33,17 @@ class CourseValidator(Validator):
             self.stream.write("\n" + HIDDEN_CHECKS + "\n")
         else:
             self.stream.write("Success! The visible checks pass. " + HIDDEN_CHECKS + "\n")
+
+    def _preprocess(self, nb):
+        """Run the notebook as grading does: without the cells tagged ``widget`` ("Try it" cells, a chapter's
+        full training run), which nbgrader's 30-second limit per cell would interrupt."""
+        widgets = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and is_widget(cell)]
+        for i in widgets:
+            nb.cells[i].cell_type = "raw"  # not run
+        ran = super()._preprocess(nb)
+        for i in widgets:  # the checksums of locked cells are computed on them as they were
+            ran.cells[i].cell_type = "code"
+        return ran
 
     @classmethod
     def install(cls) -> None:

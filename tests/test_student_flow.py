@@ -36,6 +36,18 @@ def test_validate_says_it_ran_the_visible_checks_only(released):
     assert "WARNING" not in out and "ERROR" not in out
 
 
+def test_validate_does_not_run_the_cells_grading_leaves_out(released):
+    """A "Try it" cell or a chapter's full training run (tagged widget) would meet nbgrader's 30-second limit."""
+    root, notebook = released
+    solved = solved_notebook(A, root=root)
+    widget = next(cell for cell in solved.cells if "widget" in cell.metadata.get("tags", []))
+    widget.source = "open('widget_ran.txt', 'w').close()\n" + widget.source
+    write_submission(root / "work", "tries", A, solved)
+    shutil.copy(root / "work" / "tries" / A / f"{A}.ipynb", notebook.parent / "tries.ipynb")
+    out = validate(notebook.parent, "tries.ipynb")
+    assert "Success! The visible checks pass." in out and not (notebook.parent / "widget_ran.txt").exists()
+
+
 def test_a_failed_check_is_shown_whole_without_the_graders_frames(released):
     root, notebook = released
     write_submission(root / "work", "you", A, solved_notebook(A, {"softmax": WRONG_AXIS}, root=root))
