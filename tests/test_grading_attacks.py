@@ -20,7 +20,7 @@ from autograde.audit import audit
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
 from autograde.course import nbgrader_config
 from autograde.feedback import feedback_path
-from autograde.grade import grade
+from autograde.grade import _cell, grade
 from autograde.gradebook import recorded
 from autograde.release import release
 from autograde.sandbox import Limits, sandbox_available
@@ -312,7 +312,8 @@ def _row(graded, prefix):
 
 
 def test_every_submission_has_a_row(graded):
-    assert set(graded.rows) == set(graded.table) == set(graded.students)
+    assert set(graded.rows) == set(graded.students)
+    assert set(graded.table) == {_cell(student) for student in graded.students}  # a formula's "=" escaped
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
@@ -415,7 +416,7 @@ def test_a_student_id_that_nbgraders_export_would_spoil_keeps_its_score_out_of_t
     assert row["score"] == row["max_score"] > 0 and "unexportable-student-id" in row["flags"], row
     assert not recorded(nbgrader_config(None, graded.course).CourseDirectory.db_url, [(student, A)])
     # grades.csv has the row: quoted where it holds a comma, as text where a spreadsheet would run it
-    written = graded.table.get("'" + student if student.startswith("=") else student)
+    written = graded.table.get(_cell(student))
     assert written is not None and float(written["score"]) == row["score"], sorted(graded.table)
 
 
