@@ -3,6 +3,8 @@ guard): answers written another way pass too, the checks' inputs are never train
 training run is one in which a model learns, a whole tfm_ref model earns nothing, and the guided full
 run keeps and averages the checkpoints it says it does.
 """
+import re
+
 import jupytext
 import pytest
 import torch
@@ -218,3 +220,17 @@ def test_one_block_repeated_in_a_stack_is_told_it_is_one_module_with_the_fix():
     message = chapter.TRANSFORMER.run(repeated, guarded=False, seed=0).message
     assert "your `encoder.layers.0` and `encoder.layers.1` are one and the same module, where tfm_ref has one each" \
            in message and "`[Block(...)] * n` repeats one object" in message
+
+
+@pytest.mark.parametrize("init, std", [(torch.nn.init.normal_, 1.0), (torch.nn.init.xavier_uniform_, None)])
+def test_a_model_whose_shared_matrix_starts_elsewhere_than_d_model_to_the_minus_half_is_told(init, std):
+    def built_with_another_init(*args, **kwargs):
+        model = chapter.transformer(*args, **kwargs)
+        init(model.src_embed.weight)  # nn.Embedding's own init, or Xavier's
+        return model
+
+    report = chapter.TRANSFORMER.run(built_with_another_init, hidden=True, guarded=False, seed=0)
+    assert not report.passed and "as built, the shared matrix starts with std d_model^−0.5" in report.message
+    said = float(re.search(r"your shared embedding matrix has standard deviation ([0-9.]+);", report.message)[1])
+    assert std is None or abs(said - std) < 0.1  # what it measured: nn.Embedding's N(0, 1)
+    assert "nn.init.normal_(self.src_embed.weight, std=d_model ** -0.5)" in report.message

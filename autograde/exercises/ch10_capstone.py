@@ -79,7 +79,33 @@ def transformer(*args, **kwargs) -> tfm_ref.Transformer:
     return tfm_ref.Transformer(_config(*args, **kwargs))
 
 
-_MODEL_KWARGS = PerturbedModuleAdapter(lambda dims: dict(
+INIT = "init"
+"""A case's flag: the student's model, as it is built, starts its shared matrix with std d_model^−0.5."""
+INIT_TOLERANCE = 0.15  # relative; a matrix of 4096 entries estimates its std to about 1 %
+
+
+class _ModelAdapter(PerturbedModuleAdapter):
+    """The model exercise's adapter: in a case flagged `INIT` the model, as the student builds it, must
+    start with the initialisation the notebook prescribes (the weights compared are tfm_ref's, loaded
+    after: an initialisation never shows in outputs)."""
+
+    def candidate(self, candidate, dims, weights, dtype):
+        if dims.get(INIT):  # a vocabulary large enough to estimate the std, at any size the check shrinks to
+            kwargs = self.kwargs(dims)
+            state = candidate(**{**kwargs, "vocab_size": max(kwargs["vocab_size"], 4096 // dims["D"])}).state_dict()
+            shared = state.get("src_embed.weight")
+            expected = dims["D"] ** -0.5
+            if shared is not None and abs(float(shared.float().std()) / expected - 1) > INIT_TOLERANCE:
+                raise CheckFailed(
+                    f"as built, your shared embedding matrix has standard deviation {float(shared.float().std()):.3g}; "
+                    f"the notebook asks for d_model^−0.5 = {expected:.3g} (d_model = {dims['D']}), as tfm_ref does. "
+                    "nn.Embedding starts at 1 and nn.Linear at about 0.58 · d_model^−0.5: with the output layer "
+                    "tied, the logits then start large and the first steps are spent undoing them. Initialise "
+                    "after tying: nn.init.normal_(self.src_embed.weight, std=d_model ** -0.5)")
+        return super().candidate(candidate, dims, weights, dtype)
+
+
+_MODEL_KWARGS = _ModelAdapter(lambda dims: dict(
     vocab_size=dims["V"], d_model=dims["D"], n_heads=dims["H"], d_ff=dims["F"], n_encoder_layers=dims["E"],
     n_decoder_layers=dims["L"], norm_first=bool(dims.get("pre")), max_len=16, dropout=dropout_rate(dims)))
 
@@ -212,6 +238,8 @@ TRANSFORMER = Exercise(
         Case("gradients of every parameter, Post-Norm, 2 + 2 layers", grad=True),
         Case("training mode, dropout=0.3: it drops where tfm_ref does", dims={**_SMALL_MODEL, TRAINING: 1}),
         Case("eval mode, built with dropout=0.3: nothing drops", dims={**_SMALL_MODEL, WITH_DROPOUT: 1}),
+        Case("as built, the shared matrix starts with std d_model^−0.5", dims={**_SMALL_MODEL, "V": 64, "D": 32,
+                                                                                 INIT: 1}),
     ],
     mistakes=[
         Mistake("embeddings not scaled by √d_model", _written_out(unscaled=True),
