@@ -140,6 +140,10 @@ class _Wrong:
     softmax: bool = False
     no_embed_dropout: bool = False
     masks_swapped: bool = False
+    scaled_by_d_model: bool = False
+    positions_twice: bool = False
+    causal_inverted: bool = False
+    log_softmax: bool = False
 
 
 class _WrittenOut(tfm_ref.Transformer):
@@ -150,8 +154,10 @@ class _WrittenOut(tfm_ref.Transformer):
 
     def _embedded(self, ids: torch.Tensor, positions: bool) -> torch.Tensor:
         x = F.embedding(ids, self.src_embed.weight)  # (B, T, D)
-        x = x if self.wrong.unscaled else x * math.sqrt(self.config.d_model)
-        x = x + self.positional.pe[: ids.shape[1]].to(x.dtype) if positions else x
+        d_model = self.config.d_model
+        x = x if self.wrong.unscaled else x * (d_model if self.wrong.scaled_by_d_model else math.sqrt(d_model))
+        pe = self.positional.pe[: ids.shape[1]].to(x.dtype)
+        x = x + (2 * pe if self.wrong.positions_twice else pe) if positions else x
         return x if self.wrong.no_embed_dropout else self.embed_dropout(x)  # as tfm_ref draws it, in training mode
 
     def forward(self, src, tgt, src_mask=None):
@@ -164,12 +170,15 @@ class _WrittenOut(tfm_ref.Transformer):
         memory = x if final is None or wrong.no_final_norm else final(x)
         y = self._embedded(tgt, not (wrong.no_positions or wrong.source_positions_only))  # (B, T, D)
         causal = None if wrong.not_causal else tfm_ref.causal_mask(tgt.shape[1])
+        causal = ~causal if wrong.causal_inverted else causal
         cross = None if wrong.cross_unmasked else keys
         for layer in self.decoder.layers:
             y = layer(y, memory, cross, causal) if wrong.masks_swapped else layer(y, memory, causal, cross)
         final = self.decoder.final_norm
         logits = self.lm_head(y if final is None or wrong.no_final_norm else final(y))  # (B, T, V)
-        return logits.softmax(-1) if wrong.softmax else logits
+        if wrong.softmax or wrong.log_softmax:
+            return logits.log_softmax(-1) if wrong.log_softmax else logits.softmax(-1)
+        return logits
 
 
 def _written_out(tied: bool = True, **wrong: bool):
@@ -294,6 +303,23 @@ TRANSFORMER = Exercise(
                 "first block (§5.4); yours drops only inside the blocks.",
                 "self.embed_dropout = nn.Dropout(dropout), then x = self.embed_dropout(self.src_embed(ids) * "
                 "math.sqrt(d_model) + self.pe[:T]), and the same for the target"),
+        Mistake("embeddings scaled by d_model, not √d_model", _written_out(scaled_by_d_model=True),
+                "the embeddings are multiplied by √d_model (§3.4), which brings the tied rows (norm ≈ 1) to the "
+                "scale of the positional encoding; d_model makes them √d_model times too large, and the positions "
+                "are drowned instead.",
+                "x = self.src_embed(ids) * math.sqrt(d_model) + self.pe[: ids.shape[1]]"),
+        Mistake("positional encoding added twice", _written_out(positions_twice=True),
+                "the positions are added once, when a sequence is embedded; yours adds them twice (in embed and "
+                "again in encode or decode, say).",
+                "add self.pe[: T] in one place only: embed"),
+        Mistake("causal mask inverted", _written_out(causal_inverted=True),
+                "True means 'may attend': causal_mask(T) already is the lower triangle a query may see; ~ on it "
+                "lets each position see only its future (and the last none at all).",
+                "pass causal_mask(T, device=tgt.device) as it is, without ~"),
+        Mistake("log-softmax applied to the logits", _written_out(log_softmax=True),
+                "the model returns logits: the loss applies log-softmax itself (a second one changes nothing for "
+                "argmax, but the smoothed loss and the logits the checks compare differ).",
+                "return self.lm_head(x)  # no log_softmax"),
         Mistake("softmax applied to the logits", _written_out(softmax=True),
                 "the model returns logits, not probabilities: the loss applies log-softmax itself, and greedy "
                 "decoding needs only the argmax.", "return self.lm_head(x)  # no softmax"),
