@@ -439,10 +439,12 @@ def _step_inputs(first_step: int, warmup: int, factor: float = 1.0, smoothing: f
 
 def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pad: bool = False,
                smoothed: bool = True, from_one: bool = True, set_lr: str = "before", zero_grad: str = "before",
-               train_mode: bool = True, use_factor: bool = True):
+               train_mode: bool = True, use_factor: bool = True, summed: bool = False, warmup_power: float = 1.5,
+               clip: float | None = None):
     """A training step with one thing done wrong (the keywords say which). ``set_lr``: the rate given to
     the optimizer "before" its step (right), "after" it, or "never"; ``zero_grad``: "before" backward
-    (right), "between" backward and the step, or "never"."""
+    (right), "between" backward and the step, or "never"; ``warmup_power``: the power of warmup in the
+    schedule's rising term (1.5 is right); ``clip``: a gradient-norm clip before the step."""
     def step_fn(model, optimizer, batch, step, *, d_model, warmup, factor=1.0, smoothing=0.1):
         if train_mode:
             model.train()
@@ -459,7 +461,11 @@ def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pa
             loss = (1 - epsilon) * nll + epsilon * -log_probs.mean()
         else:
             loss = label_smoothed_cross_entropy(logits, target, epsilon, PAD_ID if ignore_pad else -100)
-        lr = (factor if use_factor else 1.0) * noam_lr(step + 1 if from_one else step, d_model, warmup)
+        if summed:  # over the real positions, not their mean
+            loss = loss * (target != PAD_ID).sum()
+        s = step + 1 if from_one else step
+        lr = (factor if use_factor else 1.0) * (noam_lr(s, d_model, warmup) if warmup_power == 1.5 else
+                                                d_model**-0.5 * min(s**-0.5, s * warmup**-warmup_power))
 
         def give_the_rate():
             for group in optimizer.param_groups:
@@ -472,6 +478,8 @@ def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pa
         loss.backward()
         if zero_grad == "between":
             optimizer.zero_grad()
+        if clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
         if set_lr == "after":
             give_the_rate()
@@ -520,6 +528,18 @@ TRAIN_STEP = Exercise(
                 "the same non-PAD positions as the rest, not over the padding too.",
                 "per_position = (1 - smoothing) * nll + smoothing * uniform  # (B, T); "
                 "loss = per_position[target != PAD_ID].mean()"),
+        Mistake("loss summed, not averaged", _step_with(summed=True),
+                "the loss is the mean over the real (non-PAD) target positions; a sum grows with the batch and "
+                "the answers' lengths, and so does every step the schedule's rate was chosen for.",
+                "loss = label_smoothed_cross_entropy(logits, target, smoothing, PAD_ID)  # a mean already"),
+        Mistake("warmup to the power −0.5 in the schedule", _step_with(warmup_power=0.5),
+                "the rising term is step · warmup^−1.5, so that it meets step^−0.5 at step = warmup; with "
+                "warmup^−0.5 the rate climbs warmup times too steeply.",
+                "lr = factor * d_model**-0.5 * min(s**-0.5, s * warmup**-1.5), s = step + 1"),
+        Mistake("gradients clipped", _step_with(clip=1.0),
+                "the step the notebook asks for is the 2017 recipe's plain one: no gradient clipping, which "
+                "shrinks the large early steps the check compares.",
+                "loss.backward(); optimizer.step(), with nothing between them"),
         Mistake("label smoothing left out", _step_with(smoothed=False),
                 "the target distribution is smoothed: 1 − ε + ε/V on the right token and ε/V on every token, "
                 "with ε the `smoothing` argument.",
