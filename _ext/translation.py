@@ -211,8 +211,8 @@ def _translate_section_links(app, doctree, docname: str) -> None:
         page, _hash, anchor = reference.get("refuri", "").partition("#")
         if not reference.get("internal") or not anchor:
             continue
-        target = posixpath.normpath(posixpath.join(posixpath.dirname(docname), page.removesuffix(app.builder.out_suffix))) \
-            if page else docname
+        page = page.removesuffix(app.builder.out_suffix)
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(docname), page)) if page else docname
         if target not in app.env.all_docs:
             continue
         if target not in pages:

@@ -23,10 +23,10 @@ MAGIC = b"AGW1"
 _HEAD = struct.Struct(">4sII")
 _BLOB = struct.Struct(">Q")
 MAX_MESSAGE = 32 * 2**20
+"""Bytes one message may take, header and blobs together."""
 # Objects and arrays in one header, counted before it is parsed: a reply's tree holds at most wire.MAX_ITEMS nodes
 # (a few brackets each), and 32 MiB of "{}" would parse into a dozen million dicts (over a GiB) for nothing.
 MAX_CONTAINERS = 2**20
-"""Bytes one message may take, header and blobs together."""
 
 
 class ChannelError(Exception):

@@ -41,15 +41,14 @@ class Submission:
 
 
 MACOS_FORKS = "__MACOSX"
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's exchange adds beside a notebook
+MAX_UNPACKED_RATIO = 100  # an archive of notebooks unpacks to a few times its size; a zip bomb, to thousands
 
 
 def _not_a_student(name: str) -> bool:
     """A folder that is no student's: a hidden one, or the resource forks macOS adds to a zip (that name
     exactly: ``__MACOSX_carol`` is a student's)."""
     return name.startswith(".") or name == MACOS_FORKS
-
-EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's exchange adds beside a notebook
-MAX_UNPACKED_RATIO = 100  # an archive of notebooks unpacks to a few times its size; a zip bomb, to thousands
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -180,11 +179,12 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
                 target.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     written = _copy_at_most(zf, member, target, max_bytes)
+                    problem = "file-too-large" if written is None else None
                 except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error):
-                    written = None  # a corrupt, encrypted or oddly compressed member
-                if written is None or written is False:
+                    written, problem = None, "unsafe-zip-member"  # a corrupt, encrypted or oddly compressed member
+                if problem:
                     target.unlink(missing_ok=True)
-                    flags.setdefault(student, []).append("file-too-large" if written is False else "unsafe-zip-member")
+                    flags.setdefault(student, []).append(problem)
                     continue
                 room -= written
                 if room < 0:
@@ -206,15 +206,15 @@ def _unsafe_target(target: Path, into: Path, folder: bool) -> bool:
     return os.path.lexists(target) and not (folder and target.is_dir())
 
 
-def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, max_bytes: int) -> int | bool:
-    """Unpack ``member`` to ``target``: the bytes written, or False if it is larger than ``max_bytes``
+def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, max_bytes: int) -> int | None:
+    """Unpack ``member`` to ``target``: the bytes written, or None if it is larger than ``max_bytes``
     (whatever its header claims: a zip bomb is stopped while unpacking)."""
     written = 0
     with zf.open(member) as source, open(target, "wb") as sink:
         while chunk := source.read(1 << 20):
             written += len(chunk)
             if written > max_bytes:
-                return False
+                return None
             sink.write(chunk)
     return written
 

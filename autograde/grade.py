@@ -102,10 +102,10 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
         except GradebookError as error:
             raise GradingError(str(error)) from None
         staging = Path(tmp) / "submitted"  # the notebooks as they ran, for nbgrader's autograde step: a folder per slot
-        own_staging = staging / "main"  # and this process's own, for the rare row of a slot that died
+        own_staging = staging / "main"
         tasks = [{"student_id": s.student_id, "assignment": s.assignment, "path": str(s.path) if s.path else None,
                   "flags": list(s.flags), "timestamp": s.timestamp, "secret": s.secret} for s in subs]
-        recorder = None  # this process's own, for the rare row of a slot that died
+        recorder = None  # this process's own (staged in own_staging), for the rare row of a slot that died
 
         def unscored(task: dict, flag: str) -> dict:
             nonlocal recorder

@@ -94,10 +94,10 @@ class _ModelAdapter(PerturbedModuleAdapter):
             kwargs = self.kwargs(dims)
             state = candidate(**{**kwargs, "vocab_size": max(kwargs["vocab_size"], 4096 // dims["D"])}).state_dict()
             shared = state.get("src_embed.weight")
-            expected = dims["D"] ** -0.5
-            if shared is not None and abs(float(shared.float().std()) / expected - 1) > INIT_TOLERANCE:
+            std, expected = (None if shared is None else float(shared.float().std())), dims["D"] ** -0.5
+            if std is not None and abs(std / expected - 1) > INIT_TOLERANCE:
                 raise CheckFailed(
-                    f"as built, your shared embedding matrix has standard deviation {float(shared.float().std()):.3g}; "
+                    f"as built, your shared embedding matrix has standard deviation {std:.3g}; "
                     f"the notebook asks for d_model^−0.5 = {expected:.3g} (d_model = {dims['D']}), as tfm_ref does. "
                     "nn.Embedding starts at 1 and nn.Linear at about 0.58 · d_model^−0.5: with the output layer "
                     "tied, the logits then start large and the first steps are spent undoing them. Initialise "
@@ -380,7 +380,7 @@ def _stepped(step_fn):
                 raise CheckFailed(f"train_step should return the loss as a Python float (loss.item()), got {got}: "
                                   "fit keeps every step's loss, and a tensor there can hold on to its step's graph")
             after = torch.cat([p.detach().flatten() for p in model.parameters()])
-            loss, lr = float(torch.as_tensor(result[0]).detach()), float(result[1])
+            loss, lr = result[0], float(result[1])
             rows.append((loss, lr, float((after - before).norm())))
         losses, rates, updates = zip(*rows)
         return torch.tensor(losses), torch.tensor(rates), torch.tensor(updates)
