@@ -71,6 +71,12 @@ def find_submissions(root: Path, assignments: list[str], max_bytes: int,
     return found
 
 
+def shown(name: str) -> str:
+    """A student folder's name as it may reach the instructor's terminal or a log: a character that is not
+    printable (an escape sequence that clears the screen, a right-to-left override) is written as its code."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in name)
+
+
 def without_assignments(root: Path, assignments: list[str]) -> list[str]:
     """The folders under ``root`` that `find_submissions` takes for students but that hold no folder named after
     an assignment (a misnamed one, say): no row comes from them, so the instructor is told."""

@@ -21,6 +21,7 @@ gradebook cannot be opened or the sandbox cannot start at all, nothing is graded
 from __future__ import annotations
 
 import csv
+import re
 import sys
 import tempfile
 from dataclasses import asdict
@@ -29,7 +30,7 @@ from pathlib import Path
 import nbformat
 
 from .autograded import Recorder
-from .collection import CollectionError, extract_zip, find_submissions, without_assignments
+from .collection import CollectionError, extract_zip, find_submissions, shown, without_assignments
 from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
 from .gradebook import GradebookError, has_assignment
 from .notebook import merge
@@ -95,7 +96,7 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
             raise GradingError(str(error)) from None
         subs = find_submissions(folder, known, max_bytes, found)
         for name in without_assignments(folder, known):
-            print(f"not graded: {name}/ holds no folder named after an assignment ({', '.join(known)})",
+            print(f"not graded: {shown(name)}/ holds no folder named after an assignment ({', '.join(known)})",
                   file=sys.stderr)
         try:
             assets = _assets(sorted({s.assignment for s in subs}), db_url, root)
@@ -137,14 +138,18 @@ def _write_errors(path: Path, rows: list[dict]) -> None:
     failed = [r for r in rows if r.get("errors")]
     path.unlink(missing_ok=True)  # from an earlier run
     if failed:
-        path.write_text("".join(f"== {r['student_id']} / {r['assignment']}\n" + "\n".join(r["errors"]) + "\n"
+        path.write_text("".join(f"== {shown(r['student_id'])} / {r['assignment']}\n" + "\n".join(r["errors"]) + "\n"
                                 for r in failed), encoding="utf-8", errors="backslashreplace")
         print(f"the grader failed on {len(failed)} notebook(s): the tracebacks are in {path}", file=sys.stderr)
 
 
+_FORMULA_START = re.compile(r"(^|;)([=+\-@\t\r])")
+
+
 def _cell(value: object) -> object:
-    """A CSV value a spreadsheet shows as text: a formula's first character is escaped."""
-    return "'" + value if isinstance(value, str) and value.startswith(("=", "+", "-", "@", "\t", "\r")) else value
+    """A CSV value a spreadsheet shows as text: a formula's first character is escaped, at the start and after
+    each ';', where a spreadsheet whose locale separates lists with ';' (German or French Excel) starts a cell."""
+    return _FORMULA_START.sub(r"\1'\2", value) if isinstance(value, str) else value
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:

@@ -170,6 +170,20 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(tmp_path):
     assert all(r["flags"].startswith("'=") for r in written) and written[0]["score"] == "1.0"
 
 
+def test_a_spreadsheet_that_splits_on_semicolons_runs_no_cell_either(tmp_path):
+    """Where ';' is the list separator (German or French Excel), a comma-separated file is split at each ';'
+    whatever the quotes: a student id or flag with ';=' would start a cell with a formula there."""
+    rows = [{"student_id": "mallory;=1+1", "assignment": A, "notebook": A, "score": 1.0, "max_score": 2.0,
+             "flags": ["x;@SUM(A1)", "y"], "cell_scores": {"a": 1.0, "b": 0.5}}]
+    _write_csv(tmp_path / "grades.csv", rows)
+    with (tmp_path / "grades.csv").open() as f:
+        cells = [cell for line in csv.reader(f, delimiter=";") for cell in line]
+    assert not [c for c in cells if c.startswith(("=", "+", "-", "@"))]
+    with (tmp_path / "grades.csv").open() as f:
+        written = next(csv.DictReader(f))
+    assert written["student_id"] == "mallory;'=1+1" and written["flags"] == "x;'@SUM(A1);y"
+
+
 def test_a_student_folder_whose_name_is_not_text_still_gets_its_row(tmp_path):
     """A folder name with a byte that is not UTF-8 (Python sees it as a lone surrogate) is written
     escaped, instead of stopping grades.csv, and everyone's row with it."""

@@ -46,21 +46,40 @@ def test_an_output_folder_that_cannot_be_written_is_refused(tmp_path):
     assert result.returncode == 2 and "cannot write the results" in result.stderr
 
 
-@pytest.mark.slow
-@pytest.mark.slow
-def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path):
-    course = make_course(tmp_path / "course", [A])
-    release([A], root=course)
-    write_submission(tmp_path / "subs", "s1", A, solved_notebook(A, root=course))
+@pytest.fixture
+def bwrap_refused():
+    """An environment whose bwrap fails as it does where user namespaces are not allowed."""
     fake = Path(tempfile.mkdtemp())  # where the unprivileged sandbox user may run it
     fake.chmod(0o755)
     (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
     (fake / "bwrap").chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
-    result = _cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"), env=env)
+    yield {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    shutil.rmtree(fake)
+
+
+@pytest.mark.slow
+def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path, bwrap_refused):
+    course = make_course(tmp_path / "course", [A])
+    release([A], root=course)
+    write_submission(tmp_path / "subs", "s1", A, solved_notebook(A, root=course))
+    result = _cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
+                  env=bwrap_refused)
     assert result.returncode == 2 and "sandbox" in result.stderr and "Permission denied" in result.stderr
     assert not (tmp_path / "out" / "grades.csv").exists()
-    shutil.rmtree(fake)
+
+
+@pytest.mark.slow
+def test_a_folder_name_reaches_the_terminal_as_text_not_as_escape_sequences(tmp_path, bwrap_refused):
+    """A student folder without its assignment is named on stderr; a name that clears the screen or
+    reverses the text around it is shown with its codes instead."""
+    course = make_course(tmp_path / "course", [A])
+    release([A], root=course)
+    name = "\x1b[2J\x1b[Hmallory\u202e"
+    write_submission(tmp_path / "subs", name, f"{A} (1)", solved_notebook(A, root=course))
+    result = _cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
+                  env=bwrap_refused)
+    assert "not graded: \\x1b[2J\\x1b[Hmallory\\u202e/" in result.stderr
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
 
 
 @pytest.mark.slow
