@@ -411,7 +411,7 @@ def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True
 def _greedy_variant(*, stop: bool = True, pad: bool = True, keep_bos: bool = False, start: int | None = None,
                     use_mask: bool = True, invert_mask: bool = False, whole_prefix: bool = False,
                     no_cache_first_position: bool = False, newest_only_uncached: bool = False,
-                    training_mode: bool = False):
+                    training_mode: bool = False, max_len_counts_bos: bool = False):
     """Greedy decoding with one thing done wrong (the keywords say which)."""
     @torch.no_grad()
     def greedy_decode(model, src, src_mask=None, *, bos_id, eos_id, max_len):
@@ -424,7 +424,7 @@ def _greedy_variant(*, stop: bool = True, pad: bool = True, keep_bos: bool = Fal
         out = torch.full((src.shape[0], 1), bos_id if start is None else start, dtype=torch.long)  # (B, 1)
         finished = torch.zeros(src.shape[0], dtype=torch.bool)
         cache = None if no_cache_first_position or newest_only_uncached else model.new_cache()
-        for _ in range(max_len):
+        for _ in range(max_len - 1 if max_len_counts_bos else max_len):
             step_input = out if whole_prefix or cache is None and not newest_only_uncached else out[:, -1:]
             logits = model.decode(step_input, memory, src_mask, cache)  # (B, t, V)
             next_token = logits[:, 0 if no_cache_first_position else -1].argmax(dim=-1)  # (B,)
@@ -463,6 +463,10 @@ GREEDY = Exercise(
                 "rows go on; yours keeps generating after the end.",
                 "keep a (B,) `finished` flag: next_token = torch.where(finished, eos_id, next_token), then "
                 "finished |= next_token == eos_id."),
+        Mistake("max_len counts the BOS", _greedy_variant(max_len_counts_bos=True),
+                "max_len is the number of tokens generated, the BOS not counted; yours stops one token short when "
+                "no EOS comes first.",
+                "for _ in range(max_len): one new token each time round."),
         Mistake("output keeps the BOS", _greedy_variant(keep_bos=True),
                 "the result holds the generated tokens only; yours starts with the bos_id it was fed.",
                 "return out[:, 1:]."),

@@ -438,24 +438,34 @@ def _step_inputs(first_step: int, warmup: int, factor: float = 1.0, smoothing: f
 
 
 def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pad: bool = False,
-               smoothed: bool = True, from_one: bool = True, set_lr: str = "before", zero_grad: str = "before",
+               smoothed: bool = True, annotated_smoothing: bool = False, from_one: bool = True, set_lr: str = "before", zero_grad: str = "before",
                train_mode: bool = True, use_factor: bool = True, summed: bool = False, warmup_power: float = 1.5,
                clip: float | None = None):
     """A training step with one thing done wrong (the keywords say which). ``set_lr``: the rate given to
     the optimizer "before" its step (right), "after" it, or "never"; ``zero_grad``: "before" backward
     (right), "between" backward and the step, or "never"; ``warmup_power``: the power of warmup in the
-    schedule's rising term (1.5 is right); ``clip``: a gradient-norm clip before the step."""
+    schedule's rising term (1.5 is right); ``clip``: a gradient-norm clip before the step;
+    ``annotated_smoothing``: The Annotated Transformer's smoothing (ε/(V − 2) on the other tokens, none on PAD,
+    a KL divergence summed and divided by the real positions)."""
     def step_fn(model, optimizer, batch, step, *, d_model, warmup, factor=1.0, smoothing=0.1):
         if train_mode:
             model.train()
         tgt = batch["tgt"]
         inp, target = {"right": (tgt[:, :-1], tgt[:, 1:]), "none": (tgt, tgt), "cut": (tgt[:, :-1], tgt[:, :-1]),
+                       "uncut": (tgt[:, 1:], tgt[:, 1:]),
                        "left": (tgt[:, 1:], tgt[:, :-1]), "whole": (tgt, tgt[:, 1:])}[shift]
         logits = model(batch["src"], inp, batch["src_mask"])  # (B, T, V)
         if shift == "whole":
             logits = logits[:, :-1]  # the last position's prediction, past EOS, dropped
         epsilon = smoothing if smoothed else 0.0
-        if smoothing_on_pad:  # the smoothing term averaged over every position, padding included
+        if annotated_smoothing:
+            log_probs = logits.log_softmax(-1).flatten(0, 1)  # (B·T, V)
+            true_dist = torch.full_like(log_probs, epsilon / (log_probs.shape[-1] - 2))
+            true_dist.scatter_(1, target.flatten()[:, None], 1 - epsilon)
+            true_dist[:, PAD_ID] = 0
+            true_dist[target.flatten() == PAD_ID] = 0
+            loss = F.kl_div(log_probs, true_dist, reduction="sum") / (target != PAD_ID).sum()
+        elif smoothing_on_pad:  # the smoothing term averaged over every position, padding included
             log_probs = logits.log_softmax(-1)  # (B, T, V)
             nll = F.nll_loss(log_probs.flatten(0, 1), target.flatten(), ignore_index=PAD_ID)
             loss = (1 - epsilon) * nll + epsilon * -log_probs.mean()
@@ -510,7 +520,8 @@ TRAIN_STEP = Exercise(
                   "teacher forcing shifts the target right: the decoder reads the target without its last token "
                   "(BOS first), and position t is scored against the next token. Scored against its own input, the "
                   "decoder only learns to copy.", "inp, target = tgt[:, :-1], tgt[:, 1:]")
-          for name, shift in (("target not shifted", "none"), ("target not shifted (both cut at the end)", "cut"))),
+          for name, shift in (("target not shifted", "none"), ("target not shifted (both cut at the end)", "cut"),
+                              ("target not shifted (both without BOS)", "uncut"))),
         Mistake("the whole target fed, the last position's logits dropped", _step_with(shift="whole"),
                 "under the causal mask that gives the same logits in eval mode, but the check trains with dropout "
                 "on, and dropout draws its masks for the shape the decoder is given: one position longer than "
@@ -540,6 +551,11 @@ TRAIN_STEP = Exercise(
                 "the step the notebook asks for is the 2017 recipe's plain one: no gradient clipping, which "
                 "shrinks the large early steps the check compares.",
                 "loss.backward(); optimizer.step(), with nothing between them"),
+        Mistake("The Annotated Transformer's label smoothing", _step_with(annotated_smoothing=True),
+                "that smoothing (a KL divergence with 1 − ε on the right token, ε/(V − 2) on the others and none on "
+                "PAD) is another loss than the one asked for: cross-entropy with the target 1 − ε + ε/V on the right "
+                "token and ε/V on every token, PAD included, averaged over the real positions.",
+                "loss = label_smoothed_cross_entropy(logits, target, smoothing, PAD_ID), as the notebook gives it"),
         Mistake("label smoothing left out", _step_with(smoothed=False),
                 "the target distribution is smoothed: 1 − ε + ε/V on the right token and ε/V on every token, "
                 "with ε the `smoothing` argument.",
