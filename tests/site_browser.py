@@ -22,6 +22,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BOOK_SITE", ROOT / "_build" / "html"))
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+DESKTOP, PHONE = 1280, 390  # CSS pixels: a laptop window, an iPhone 12–15 in portrait
 
 
 def skip_unless_built() -> None:

@@ -12,6 +12,8 @@ import urllib.request
 
 import pytest
 from site_browser import (  # noqa: F401 (fixtures)
+    DESKTOP,
+    PHONE,
     ROOT,
     SITE,
     browser,
@@ -29,7 +31,6 @@ skip_unless_built()
 pytestmark = pytest.mark.slow  # a browser on the built site
 
 PAGES = [page for page in toc_pages() if (SITE / page).is_file()]
-DESKTOP, PHONE = 1280, 390  # CSS pixels: a laptop window, an iPhone 12–15 in portrait
 # Each diagram's figure id (its :name: in the page's source), by page.
 DIAGRAMS = {
     "book/intro.html": ["fig-architecture"],

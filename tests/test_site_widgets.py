@@ -14,12 +14,14 @@ import pytest
 from site_browser import (  # noqa: F401 (fixtures)
     MOVE_CONTROL,
     PANEL_SOURCES,
+    PHONE,
     SITE,
     browser,
     edition_folders,
     server,
     skip_unless_built,
     toc_pages,
+    viewport,
     wait,
 )
 
@@ -84,6 +86,22 @@ def test_widget_figures_are_shown_at_a_readable_scale(page, server, browser):
     assert scales, f"{page}: no widget figure"
     shrunk = [(src, round(scale, 2)) for src, scale in scales if scale < SMALLEST_SCALE]
     assert not shrunk, f"{page}: figures shown too small to read: {shrunk}"
+
+
+def test_a_figure_shrunk_on_a_phone_shows_full_size_when_tapped(server, browser):
+    """Chapter 1's matrices shrink to half their size in a phone's column, their numbers to about 5 px: a tap
+    shows the figure at its own size, to swipe across without widening the page, and a second tap shrinks it."""
+    scale = "const i = arguments[0]; return i.getBoundingClientRect().width / i.naturalWidth;"
+    with viewport(browser, PHONE):
+        _open(browser, server, "book/01_attention.html")
+        image = browser.find_element("css selector", ".tfm-widget-panel img")
+        wait(browser, lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0;", image))
+        assert browser.execute_script(scale, image) < SMALLEST_SCALE
+        browser.execute_script("arguments[0].click();", image)
+        assert browser.execute_script(scale, image) == pytest.approx(1, abs=0.01)
+        assert browser.execute_script("return document.documentElement.scrollWidth;") <= PHONE
+        browser.execute_script("arguments[0].click();", image)
+        assert browser.execute_script(scale, image) < SMALLEST_SCALE
 
 
 @pytest.mark.parametrize("page", EDITION_CHAPTERS)

@@ -15,6 +15,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 import yaml
 from site_browser import (  # noqa: F401 (fixtures)
+    PHONE,
     ROOT,
     SITE,
     browser,
@@ -36,7 +37,6 @@ PAGES = toc_pages()
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["sphinx"]["config"]
 TRANSLATED = [f"{name}.html" for name in CONFIG["translated_pages"]["zh_CN"]]
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-PHONE = 390
 
 
 def _open(browser, server, page: str) -> None:

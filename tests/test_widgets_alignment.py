@@ -104,3 +104,13 @@ def test_a_model_without_tfm_ref_cross_attention_is_told_so():
         layer.cross_attn = _OwnAttention(layer.cross_attn)
     with pytest.raises(ValueError, match="no cross-attention recorded"):
         cross_attention_maps(model, task, "Nov 22, 2026")
+
+
+def test_the_books_view_draws_every_date_at_one_width():
+    """The dates differ in length; a figure that changed width with the date would jump under the reader's eyes."""
+    from tfm_ref.widgets.alignment import DATE_PRESETS, static_alignment_view
+
+    view = static_alignment_view()
+    layer = view.controls[1].initial
+    sizes = {tuple(view.panels[0].draw(text=text, layer=layer, head="mean").get_size_inches()) for text in DATE_PRESETS}
+    assert len({len(text) for text in DATE_PRESETS}) > 1 and len({width for width, _ in sizes}) == 1

@@ -40,7 +40,7 @@ def test_a_student_formula_is_used():
 
 def test_a_model_that_is_mha_gets_one_line_for_both_names_so_none_hides_another():
     table = kv_cache_table(MODEL_SHAPES["Llama-2-7B"], [4096])  # 32 query heads, 32 KV heads
-    assert list(table) == ["MHA = this model (G = 32)", "MQA (G = 1)"]
+    assert list(table) == ["MHA = the model's own (G = 32)", "MQA (G = 1)"]
     assert len({values[0] for values in table.values()}) == len(table)
 
 

@@ -92,9 +92,16 @@ def cross_attention_maps(model: nn.Module, task, text: str, fn: Callable | None 
     return source, output, cross
 
 
-def alignment_figure(source: list[str], output: list[str], weights: torch.Tensor, title: str) -> Figure:
-    """Heatmap of (T, S) weights with the characters on the axes."""
-    fig = Figure(figsize=(max(4.5, 0.18 * len(source) + 1.6), 0.26 * len(output) + 2.0), layout="constrained")
+def _figure_width(n_source: int) -> float:
+    """Inches that fit ``n_source`` source characters on the x axis."""
+    return max(4.5, 0.18 * n_source + 1.6)
+
+
+def alignment_figure(source: list[str], output: list[str], weights: torch.Tensor, title: str,
+                     width: float | None = None) -> Figure:
+    """Heatmap of (T, S) weights with the characters on the axes; ``width`` in inches, by default
+    `_figure_width` of the source."""
+    fig = Figure(figsize=(width or _figure_width(len(source)), 0.26 * len(output) + 2.0), layout="constrained")
     ax = fig.subplots()
     ax.imshow(weights.numpy(), cmap="Blues", vmin=0, vmax=max(float(weights.max()), 1e-6), aspect="auto")
     ax.set_xticks(np.arange(len(source)), [repr(c)[1:-1] if c != " " else "␣" for c in source], fontsize=9)
@@ -106,12 +113,12 @@ def alignment_figure(source: list[str], output: list[str], weights: torch.Tensor
 
 
 def alignment_panel(source: list[str], answer: list[str], cross: dict[str, torch.Tensor], text: str, layer: str,
-                    head: int | str) -> Figure:
+                    head: int | str, width: float | None = None) -> Figure:
     """`alignment_figure` of one layer's cross-attention, one head or (``head="mean"``) their mean."""
     maps = cross[layer]  # (H, T, S)
     weights = maps.mean(0) if head == "mean" else maps[head]  # (T, S)
     title = f"{text!r} → {''.join(c for c in answer if len(c) == 1)!r}\n{layer}, head {head}"
-    return alignment_figure(source, answer, weights, title)
+    return alignment_figure(source, answer, weights, title, width)
 
 
 def alignment_view(fn: Callable | None = None, dates=None, decode: Callable | None = None) -> LiveWidget:
@@ -156,10 +163,13 @@ def static_alignment_view() -> StaticWidget:
     maps = {text: cross_attention_maps(dates.model, dates.task, text) for text in DATE_PRESETS}
     layers = tuple(sorted(maps[DATE_PRESETS[0]][2]))
     n_heads = maps[DATE_PRESETS[0]][2][layers[0]].shape[0]
+    # one width for every date: a figure that changes width as the reader picks another date jumps
+    width = _figure_width(max(len(source) for source, _, _ in maps.values()))
     return StaticWidget(
         "Alignment view — cross-attention of the trained date model",
         controls=(Control("text", "date", DATE_PRESETS, DATE_PRESETS[0]),
                   Control("layer", "layer", layers, layers[-1]),
                   Control("head", "head", ("mean", *range(n_heads)), "mean")),
-        panels=(Panel(lambda text, layer, head: alignment_panel(*maps[text], text, layer, head), ("text", "layer", "head"),
+        panels=(Panel(lambda text, layer, head: alignment_panel(*maps[text], text, layer, head, width),
+                      ("text", "layer", "head"),
                       alt="cross-attention weights: output characters (rows) against source characters (columns)"),))

@@ -65,14 +65,15 @@ def head_maps(n_heads: int, n_kv_heads: int, seq_len: int = 6, d_model: int = 32
 
 def kv_cache_table(shape: ModelShape, seq_lens: list[int], batch: int = 1, bytes_per_elem: int = 2,
                    fn: Callable[..., int] | None = None) -> dict[str, list[int]]:
-    """Cache bytes at each length for MHA (G = H), the model's own G, and MQA (G = 1), largest first.
+    """Cache bytes at each length for MHA (G = H), the model's own G (as it was built), and MQA (G = 1), largest
+    first.
 
-    A model that is itself MHA or MQA gets one entry for both names ("MHA = this model (G = 32)"),
+    A model that is itself MHA or MQA gets one entry for both names ("MHA = the model's own (G = 32)"),
     so that no line of the plot hides another.
     """
     fn = fn or kv_cache_bytes
     names: dict[int, list[str]] = {}
-    for name, g in (("MHA", shape.n_heads), ("this model", shape.n_kv_heads), ("MQA", 1)):
+    for name, g in (("MHA", shape.n_heads), ("the model's own", shape.n_kv_heads), ("MQA", 1)):
         names.setdefault(g, []).append(name)
     return {f"{' = '.join(group)} (G = {g})": [fn(shape.n_layers, g, shape.head_dim, n, batch, bytes_per_elem)
                                                for n in seq_lens]
@@ -108,7 +109,9 @@ def heads_panel(n_heads: int, n_kv_heads: int, fig: Figure | None = None) -> Fig
     if n_heads % n_kv_heads:
         raise ValueError(f"G = {n_kv_heads} must divide H = {n_heads}")
     fig = heads_figure(head_maps(n_heads, n_kv_heads), n_kv_heads, fig)
-    fig.suptitle(f"attention map of each query head (H = {n_heads}, G = {n_kv_heads})", fontsize=10)
+    # "small random layer": the H and G above are this layer's, not the KV chart's real model's
+    fig.suptitle(f"each query head's attention map, in a small random layer (H = {n_heads}, G = {n_kv_heads})",
+                 fontsize=10)
     return fig
 
 

@@ -39,7 +39,7 @@ __all__ = ["Control", "Panel", "StaticWidget", "StaticRecipe", "render", "cached
 
 STATIC_HINT = ("Each control offers a few precomputed values here. For any value, your own inputs and your own "
                "function (fn=…), open this page live with the rocket (launch) button at the top (Binder, "
-               "JupyterHub or Colab) and run its cells.")
+               "JupyterHub or Colab) and run its cells. On a narrow screen, tap a figure to see it full size.")
 _RECIPE_ATTRIBUTE = "data-tfm-static"
 _FACTORY_PACKAGE = "tfm_ref.widgets."
 
