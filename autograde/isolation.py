@@ -7,6 +7,10 @@ Used by `autograde.zygote` inside the sandbox, for every notebook:
   When the runner (PID 1 of the new PID namespace) ends, the kernel kills every process it
   left behind; the mounts, IPC objects and sockets go with the namespaces.
 * `drop_privileges` (in the runner): no capabilities, and no way to gain any (``no_new_privs``).
+* `refuse_processes_and_hidden_memory` (in the runner, after `drop_privileges`): a seccomp filter,
+  which nothing can lift, refuses a new process (threads are still allowed), SysV shared memory
+  and memfds (memory no address-space limit counts), and the kernel's keyrings (which a runner
+  would share with the grader's login session and the next runner).
 * `limit_resources`: processes, open files, file size, core dumps and, where no cgroup limits
   memory, the address space.
 
@@ -18,8 +22,8 @@ import ctypes
 import os
 import resource
 
-__all__ = ["enter_fresh_namespaces", "drop_privileges", "limit_resources", "close_other_fds", "set_dumpable",
-           "private_bind_mounts", "IsolationError"]
+__all__ = ["enter_fresh_namespaces", "drop_privileges", "refuse_processes_and_hidden_memory", "limit_resources",
+           "close_other_fds", "set_dumpable", "private_bind_mounts", "IsolationError"]
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -104,6 +108,67 @@ def drop_privileges(parent_death_signal: int) -> None:
     _call(_libc.syscall(_CAPSET, ctypes.byref(header), data), "capset")
     _call(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     _call(_libc.prctl(PR_SET_PDEATHSIG, parent_death_signal, 0, 0, 0), "parent death signal")
+
+
+# seccomp (linux/seccomp.h, linux/filter.h, linux/audit.h)
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_JSET_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+CLONE_THREAD = 0x00010000
+X32_SYSCALL_BIT = 0x40000000
+EPERM, ENOSYS = 1, 38
+
+_SYSCALLS = {  # the architecture's audit id, then the system calls the filter looks at
+    "x86_64": (0xC000003E, {"clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "shmget": 29,
+                            "memfd_create": 319, "add_key": 248, "request_key": 249, "keyctl": 250}),
+    "aarch64": (0xC00000B7, {"clone": 220, "clone3": 435, "shmget": 194, "memfd_create": 279, "add_key": 217,
+                             "request_key": 218, "keyctl": 219}),
+}
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The classic BPF program of `refuse_processes_and_hidden_memory`, as (code, jt, jf, k) instructions."""
+    if machine not in _SYSCALLS:
+        raise IsolationError(0, f"seccomp: no system call table for {machine}")
+    arch, numbers = _SYSCALLS[machine]
+    refused = [(numbers[name], EPERM) for name in ("fork", "vfork", "shmget", "memfd_create", "add_key",
+                                                   "request_key", "keyctl") if name in numbers]
+    refused.append((numbers["clone3"], ENOSYS))  # its flags sit in memory a filter cannot read: glibc falls back
+    program = [(BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+               (BPF_JEQ_K, 1, 0, arch),
+               (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),  # another ABI's numbers mean other calls
+               (BPF_LD_W_ABS, 0, 0, 0)]  # seccomp_data.nr
+    if machine == "x86_64":  # the x32 ABI: the same calls under other numbers
+        program += [(BPF_JGE_K, 0, 1, X32_SYSCALL_BIT), (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM)]
+    for number, errno in refused:
+        program += [(BPF_JEQ_K, 0, 1, number), (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno)]
+    program += [(BPF_JEQ_K, 0, 3, numbers["clone"]),
+                (BPF_LD_W_ABS, 0, 0, 16),  # the low half of seccomp_data.args[0], clone's flags
+                (BPF_JSET_K, 1, 0, CLONE_THREAD),  # a thread of this process: allowed
+                (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM),
+                (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
+    return program
+
+
+def refuse_processes_and_hidden_memory() -> None:
+    """From now on, in this process and its threads: no new process, no SysV shared memory or memfd, no keyring.
+
+    A process left running by one cell could answer a later check with the reference, out of the guard's
+    sight; memory a process does not map is not counted by the address-space limit; and the kernel's
+    keyrings are shared with the grader's session. Needs ``no_new_privs`` (`drop_privileges`).
+    """
+    program = seccomp_program(os.uname().machine)
+    instructions = (_SockFilter * len(program))(*(_SockFilter(*i) for i in program))
+    fprog = _SockFprog(len(program), instructions)
+    _call(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp filter")
 
 
 def limit_resources(*, processes: int, open_files: int, file_mb: int, memory_mb: int | None) -> None:

@@ -63,6 +63,7 @@ def _runner(data_fd: int, limits: dict) -> None:
     from .runner import serve
 
     isolation.drop_privileges(signal.SIGKILL)
+    isolation.refuse_processes_and_hidden_memory()
     isolation.limit_resources(processes=limits["processes"], open_files=256, file_mb=limits["tmp_mb"],
                               memory_mb=None if limits["cgroup"] else limits["memory_mb"])
     isolation.close_other_fds(keep=data_fd)
