@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     grd.add_argument("--jobs", type=_positive(int), default=1, help="notebooks graded in parallel (one core each)")
     grd.add_argument("--cell-timeout", type=_positive(float), default=30.0, help="seconds a cell may run")
     grd.add_argument("--memory-mb", type=_positive(int), default=2048, help="memory a notebook may allocate")
-    grd.add_argument("--processes", type=_positive(int), default=64, help="processes a notebook may run at once")
+    grd.add_argument("--processes", type=_positive(int), default=64,
+                     help="threads a notebook may run at once (it may start no process)")
     grd.add_argument("--tmp-mb", type=_positive(int), default=64, help="size of a notebook's /tmp")
     grd.add_argument("--max-notebook-mb", type=_positive(float), default=20.0,
                      help="larger submitted notebooks are not read (flag notebook-too-large)")

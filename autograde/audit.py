@@ -10,7 +10,7 @@ Flags: ``imports-reference`` (tfm_ref, except tfm_ref.widgets), ``imports-grader
 ``sys.modules``, ``builtins``), ``reads-files`` (``open``, ``Path.read_*``, ``os``/``shutil``
 file functions, ``torch.load``…), ``runs-commands`` (``subprocess``, ``os.system``, ``socket``,
 ``os.fork``, ``os.kill``), ``dynamic-code`` (``exec``, ``eval``, ``compile``, ``__import__``,
-``importlib``), ``introspection`` (the tools that reach into the running interpreter: ``gc``,
+``importlib``, ``pickle`` and the other deserializers, whose loads call what their data names), ``introspection`` (the tools that reach into the running interpreter: ``gc``,
 ``inspect``, ``ctypes``, threads (``asyncio`` too), signals, frames, ``sys.settrace``, ``sys.getprofile``,
 an object's ``__globals__``, ``__closure__``, ``__subclasses__``, ``object.__setattr__`` …),
 ``torch-internals`` (``torch.ops``, torch's ``_C`` extension, ``torch.jit``, ``Tensor.as_subclass``: doors
@@ -28,6 +28,8 @@ _FILE_CALLS = {"open", "read_text", "read_bytes", "listdir", "scandir", "walk", 
                "load", "loadtxt", "fromfile", "copyfile", "copy", "rmtree", "remove", "unlink", "stat"}
 _FILE_MODULES = {"os", "shutil", "pathlib", "io", "glob", "pickle", "torch", "numpy", "np"}
 _COMMAND_MODULES = {"subprocess", "socket", "urllib", "requests", "http", "multiprocessing", "ctypes"}
+# Their loads import and call whatever a byte string names (pickle's GLOBAL and REDUCE): any function, unseen.
+_DESERIALIZERS = {"pickle", "_pickle", "marshal", "copyreg", "shelve", "dill", "cloudpickle", "joblib"}
 _DYNAMIC = {"exec", "eval", "compile", "__import__", "globals", "vars", "getattr", "setattr", "delattr"}
 _PATCH_CALLS = {"setattr", "delattr"}
 _INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "threading", "_thread", "signal", "faulthandler", "tracemalloc",
@@ -86,7 +88,7 @@ def _module_flags(module: str) -> set[str]:
         flags.add("imports-grader")
     if top in _COMMAND_MODULES or module in ("os.system", "os.popen"):
         flags.add("runs-commands")
-    if top in ("importlib", "builtins") or module == "sys.modules":
+    if top in ("importlib", "builtins") or top in _DESERIALIZERS or module == "sys.modules":
         flags.add("dynamic-code")
     if top in _INTROSPECTION_MODULES or module in _INTROSPECTION_MODULES or \
             module.rpartition(".")[2] in _INTROSPECTION_ATTRIBUTES:

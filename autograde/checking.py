@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from . import wire
-from .adapters import TRAINING, Dims, FunctionAdapter, ModuleAdapter
+from .adapters import AS_BUILT, TRAINING, Dims, FunctionAdapter, ModuleAdapter
 from .comparison import Tolerance, compare, same
 from .display import indent, show, show_named
 from .evaluation import CheckFailed, Outcome, evaluate, flatten
@@ -260,8 +260,11 @@ class LocalCandidate(Candidate):
 
     def evaluate(self, exercise: Exercise, case: Case, call: Call, dims: Dims, seed: int,
                  weights: dict[str, torch.Tensor] | None) -> Outcome:
+        from .exercises import catalogued  # the specs import this module
+
         adapter = exercise.adapter
-        guard = (lambda: Forbid(exercise.forbidden, allowed=exercise.allowed)) if self.guarded else None
+        guard = (lambda: Forbid((*exercise.forbidden, *catalogued()), allowed=exercise.allowed)) if self.guarded \
+            else None
         outcome = evaluate(lambda: adapter.candidate(self.impl, dims, weights, case.dtype), call, grad=case.grad,
                            seed=seed, parameters=adapter.parameters, **({"guard": guard} if guard else {}))
         try:  # what a graded run could not send back (a NumPy number, a Tensor subclass) fails here alike
@@ -335,7 +338,12 @@ class _Failure:
                 lines.append(FIX_PREFIX + self.fix)  # folded behind a toggle on the feedback page
             elif self.fix:
                 lines.append("(Try again; if the same mistake fails again, the check shows how to fix it.)")
-        if self.random:
+        if self.random and self.dims.get(AS_BUILT):  # the module's own initial values, not its weights loaded
+            lines.append("Your module, built twice, gives two different outputs on this same input, and the "
+                         "reference's does not: its initial values are drawn at random. A new module starts "
+                         "where the reference starts (a LayerNorm at γ = 1 and β = 0, say): torch.ones and "
+                         "torch.zeros, not torch.rand or torch.randn.")
+        elif self.random:
             lines.append("Your output changes from one call to the next on this same input, and the reference's "
                          "does not: something random is still on. Dropout, say: the check builds modules in eval "
                          "mode, where `nn.Dropout` does nothing, but `F.dropout(x, p)` drops unless given "
@@ -554,6 +562,7 @@ def _failure_kind(expected: Outcome, got: Outcome) -> str | None:
         return got.error_type
     for e, g in zip(flatten(expected.output), flatten(got.output)):
         if isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.shape == g.shape \
+                and e.device == g.device and not e.is_meta \
                 and e.is_floating_point() and g.is_floating_point() and bool((e.isfinite() & ~g.isfinite()).any()):
             return "non-finite"
     return None

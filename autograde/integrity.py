@@ -140,6 +140,10 @@ _COMPILER_DIR = os.path.join(_TORCH_DIR, "_dynamo", "")
 _COMPILED = "a function compiled by torch.compile"
 # Where Python and the installed packages live: code from there is no student's copy of anything.
 _INSTALLED = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+# The grader's own code, and its exercises: their catalogues of mistakes hold right implementations but for one
+# keyword, and their helpers whole steps of an exercise, so a student's code may not call into them.
+_GRADER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_EXERCISES_DIR = os.path.join(_GRADER_DIR, "exercises", "")
 _SIGNATURES: dict[types.CodeType, tuple] = {}
 
 
@@ -177,6 +181,20 @@ def other_threads() -> list[str]:
     return running + [f"{unseen} waiting in C code"] * (unseen > 0)
 
 
+@functools.lru_cache(maxsize=None)
+def _entries(item: object) -> tuple[tuple[str, object, str], ...]:
+    """What `Forbid` records for a listed ``item``, as (kind, key, name): the code of its functions, the id of a
+    builtin, or a Tensor method's name (worked out once per item: a check's guard lists some 400)."""
+    name = _public_name(item)
+    if isinstance(item, type):
+        return tuple(("code", function.__code__, name) for function in _functions_of(item, set()))
+    if isinstance(item, types.FunctionType):
+        return (("code", item.__code__, name),)
+    if type(item).__name__ in ("method_descriptor", "wrapper_descriptor", "getset_descriptor"):
+        return (("method", item.__name__, f"Tensor.{item.__name__}"), ("builtin", id(item), f"Tensor.{item.__name__}"))
+    return (("builtin", id(item), name),)
+
+
 class Forbid:
     """Context manager: while active, the listed callables and packages raise `ForbiddenCall`.
 
@@ -212,17 +230,12 @@ class Forbid:
         self.refused: list[ForbiddenCall] = []
 
     def _add(self, item: object) -> None:
-        name = _public_name(item)
-        if isinstance(item, type):
-            for function in _functions_of(item, set()):
-                self._codes[function.__code__] = name
-        elif isinstance(item, types.FunctionType):
-            self._codes[item.__code__] = name
-        elif type(item).__name__ in ("method_descriptor", "wrapper_descriptor", "getset_descriptor"):
-            self._tensor_methods[item.__name__] = f"Tensor.{item.__name__}"
-            self._builtins[id(item)] = f"Tensor.{item.__name__}"
-        else:
-            self._builtins[id(item)] = name
+        try:
+            entries = _entries(item)
+        except TypeError:  # an unhashable item: worked out again
+            entries = _entries.__wrapped__(item)
+        for kind, key, name in entries:
+            {"code": self._codes, "builtin": self._builtins, "method": self._tensor_methods}[kind][key] = name
 
     def _blocked(self, frame: types.FrameType, event: str, arg: object) -> str | None:
         caller = frame.f_back if event == "call" else frame
@@ -235,6 +248,9 @@ class Forbid:
             if self._dirs and code.co_filename.startswith(self._dirs) and caller is not None \
                     and not caller.f_code.co_filename.startswith(self._dirs):
                 return f"{frame.f_globals.get('__name__', '?')}.{code.co_name}"
+            if code.co_filename.startswith(_EXERCISES_DIR) and caller is not None \
+                    and not caller.f_code.co_filename.startswith(_INSTALLED + (_GRADER_DIR,) + self._dirs):
+                return f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}"
             if code.co_filename.startswith(_COMPILER_DIR) and caller is not None \
                     and not caller.f_code.co_filename.startswith(_TORCH_DIR):
                 return _COMPILED
@@ -310,7 +326,9 @@ class Forbid:
         if what in self._escapes:
             return ("a check runs your code in this thread alone, and this would run code in another thread or "
                     "process. This part earns nothing while it does.")
-        kind = "the course's reference" if what.removeprefix("a copy of ").startswith(_REFERENCE_PACKAGES) else \
+        original = what.removeprefix("a copy of ")
+        kind = "the grader's own code" if original.startswith("autograde.") else \
+            "the course's reference" if original.startswith(_REFERENCE_PACKAGES) else \
             "a library function that does this exercise's work"
         return f"{kind}. Write it with basic tensor operations; this part earns nothing while it does."
 

@@ -72,7 +72,7 @@ class Limits:
 
     cell_timeout: float = 30.0  # seconds per cell (a test cell: all its checks)
     memory_mb: int = 2048  # above what the warm process already uses
-    processes: int = 64
+    processes: int = 64  # tasks at once: threads, since no new process may start (a seccomp filter)
     tmp_mb: int = 64  # /tmp and /dev/shm, each; also the largest file it may write
     notebook_mb: float = 20.0  # the submitted file
     output_chars: int = 8000  # kept of one cell's printed output

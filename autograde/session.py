@@ -55,7 +55,10 @@ class RemoteCandidate(Candidate):
                                        modules=True),
                    "dims": wire.encode(dict(dims), blobs), "weights": wire.encode(weights, blobs)}
         reply, reply_blobs = self.runner.request(request, blobs, self.deadline)
-        self.stdout.append(_text(reply, "stdout"))
+        # kept up to the cell's limit (and one more, which marks it truncated) as each reply comes: a check makes
+        # dozens of requests, each up to the channel's 32 MiB
+        room = self.limits.output_chars + 1 - sum(map(len, self.stdout))
+        self.stdout.append(_text(reply, "stdout")[:max(room, 0)])
         chars = self.limits.message_chars
         if "invalid" in reply:
             raise CheckFailed(_text(reply, "invalid")[:chars])

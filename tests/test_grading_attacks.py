@@ -209,6 +209,24 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
         "    done.acquire()\n    return out[0]\n"}),
     "scripts_the_reference": (["import sys\nscripted = torch.jit.script(sys.modules['tfm_ref'].softmax)"],
                               {"softmax": "def softmax(x, dim=-1):\n    return scripted(x, dim)\n"}),
+    # A helper process started by an earlier cell, outside any check, answering over a pipe with the reference.
+    "serves_the_reference_from_a_process": ([
+        "import os, pickle, sys\nasked_r, asked_w = os.pipe()\nanswer_r, answer_w = os.pipe()\n"
+        "if os.fork() == 0:\n    while True:\n        x, dim = pickle.loads(os.read(asked_r, 1 << 20))\n"
+        "        os.write(answer_w, pickle.dumps(sys.modules['tfm_ref'].softmax(x, dim)))"],
+        {"softmax": "def softmax(x, dim=-1):\n    os.write(asked_w, pickle.dumps((x.detach(), dim)))\n"
+                    "    return pickle.loads(os.read(answer_r, 1 << 20))\n"}),
+    # The grader's own code: a catalogued mistake that is right with its default keywords, called from C; a helper
+    # of the checks called from the student's code.
+    "uses_a_catalogued_mistake": ([], {"softmax":
+        "import functools, pickle\n"
+        "online = pickle.loads(b'cautograde.exercises.ch09_efficient\\n_online_variant\\n)R.')\n"
+        "softmax = functools.partial(online, block_size=4)\n"}),
+    "uses_a_helper_of_the_checks": (["from autograde.exercises.ch09_efficient import _fold"], {"softmax":
+        "def softmax(x, dim=-1):\n    x = x.movedim(dim, -1)\n"
+        "    m = torch.full((*x.shape[:-1], 1), float('-inf'), dtype=x.dtype)\n"
+        "    m, shift, total, p, factor = _fold(m, torch.zeros_like(m), x)\n"
+        "    return (p / torch.where(total == 0, torch.ones_like(total), total)).movedim(-1, dim)\n"}),
     "empties_the_forbidden_lists": ([
         "import sys\nfor exercise in sys.modules['autograde.exercises.ch01_attention'].EXERCISES:\n"
         "    object.__setattr__(exercise, 'forbidden', ())"],
@@ -353,6 +371,10 @@ def test_the_next_notebook_in_the_same_sandbox_is_untouched(graded, attack):
     ("scripts_the_reference", "forbidden-call"),
     ("serves_the_reference_from_a_frameless_thread", "forbidden-call"),
     ("starts_a_thread_from_c_in_the_check", "forbidden-call"),
+    ("serves_the_reference_from_a_process", "timeout"),  # no process starts: the answer never comes
+    ("uses_a_catalogued_mistake", "forbidden-call"),
+    ("uses_a_catalogued_mistake", "dynamic-code"),  # pickle's loads calls what its bytes name
+    ("uses_a_helper_of_the_checks", "forbidden-call"),
 ])
 def test_an_attack_the_grader_can_see_is_flagged(graded, attack, flag):
     assert flag in _row(graded, f"{list(ATTACKS).index(attack):02d}a_")["flags"]

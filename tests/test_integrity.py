@@ -230,6 +230,8 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("from tfm_ref.widgets.attention import softmax  # the reference, re-exported", "imports-reference"),
     ("import tfm_ref.widgets.alignment\nsoftmax = tfm_ref.softmax", "imports-reference"),
     ("import operator, sys\nloaded = operator.attrgetter('modules')(sys)", "dynamic-code"),
+    ("import pickle\nfork = pickle.loads(b'cposix\\nfork\\n)R.')", "dynamic-code"),
+    ("from marshal import loads", "dynamic-code"),
     ("import queue\nthreads = queue.threading", "introspection"),
     ("class Sly(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
      "        return func(*args, **(kwargs or {}))", "torch-internals"),

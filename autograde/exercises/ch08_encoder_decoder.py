@@ -323,9 +323,6 @@ BOS, PAD, VOCAB = 1, 0, 12
 # Untied embeddings: with tied ones an untrained model mostly repeats its input token.
 _MODEL = tfm_ref.TransformerConfig(vocab_size=VOCAB, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1,
                                    d_ff=32, dropout=0.0, max_len=64, tie_embeddings=False)
-# Everything a student's decoding loop may call on the model; `tfm_ref.decoding` stays off limits.
-MODEL_METHODS = tuple(functions_of(attention, blocks, config, feedforward, heads, kv_cache, masks, multihead, norms,
-                                   positional, tfm_shapes, transformer))
 
 
 class _RandomTransformer(tfm_ref.Transformer):
@@ -350,6 +347,11 @@ class _CacheOnlyTransformer(_RandomTransformer):
 for _model_class in (_RandomTransformer, _CacheOnlyTransformer):  # the checks' models travel to the sandbox
     wire.register_module(_model_class, lambda model: {"config": dataclasses.asdict(model.config)},
                          lambda config, cls=_model_class: cls(tfm_ref.TransformerConfig(**config)))
+
+# Everything a student's decoding loop may call on the model, the checks' own models' methods too (a student's
+# code calling the grader's is refused otherwise); `tfm_ref.decoding` stays off limits.
+MODEL_METHODS = tuple(functions_of(_RandomTransformer, _CacheOnlyTransformer, attention, blocks, config, feedforward,
+                                   heads, kv_cache, masks, multihead, norms, positional, tfm_shapes, transformer))
 
 
 def _first_hits(trajectory: torch.Tensor, token: int) -> torch.Tensor:

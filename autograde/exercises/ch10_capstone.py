@@ -733,7 +733,7 @@ FIT = Exercise(
                 "smoothing=smoothing)"),
     ],
     forbidden=(fit, train_step),
-    allowed=TRAINING_PIECES,
+    allowed=(*TRAINING_PIECES, _fitted),  # the check's batch stream, which fit iterates
     uses=(TRAIN_STEP,),
     output_names=("loss of each step", "optimizer"),
     input_note="called as fit(model, batches, …), batch i being {'src': src[i], 'src_mask': src_mask[i], "

@@ -1,0 +1,28 @@
+"""The grader's side of a notebook's run (autograde/session.py): what it keeps of the runner's replies."""
+import math
+
+import pytest
+import torch
+
+from autograde.checking import get_exercise
+from autograde.evaluation import CheckFailed
+from autograde.inputs import Call
+from autograde.sandbox import Limits
+from autograde.session import RemoteCandidate
+
+
+class _PrintingRunner:
+    """A runner whose every reply carries 100 000 printed characters (a check makes dozens of requests)."""
+
+    def request(self, request, blobs, deadline):
+        return {"failed": "a check failure", "stdout": "x" * 100_000}, []
+
+
+def test_a_checks_printed_output_is_kept_only_up_to_the_cells_limit_as_the_replies_come():
+    limits, printed = Limits(output_chars=1000), []
+    exercise = get_exercise("ch01_attention.softmax")
+    candidate = RemoteCandidate(_PrintingRunner(), "ch01_attention.softmax", "softmax", math.inf, printed, limits)
+    for _ in range(5):
+        with pytest.raises(CheckFailed):
+            candidate.evaluate(exercise, exercise.visible[0], Call(torch.zeros(2)), {}, 0, None)
+    assert sum(map(len, printed)) == limits.output_chars + 1  # one more than kept: the cell is marked truncated
