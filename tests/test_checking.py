@@ -372,6 +372,15 @@ def test_a_number_returned_as_a_tensor_is_told_to_take_it_out_with_item():
     assert "should be a plain int, got a tensor of shape (): take the number out with .item()" in report.message
 
 
+def test_a_meta_tensor_for_a_cpu_one_fails_its_check_with_the_device_named():
+    """A tensor of shapes without values (device='meta') where a CPU one is expected: the check names the device;
+    the diagnosis, which compares values, must not crash the grader on it."""
+    exercise = get_exercise("ch01_attention.softmax")
+    report = exercise.run(lambda x, dim=-1: torch.empty(x.shape, dtype=x.dtype, device="meta"), hidden=True,
+                          guarded=False, seed=0)
+    assert not report.passed and "meta device" in report.message
+
+
 def test_a_count_returned_as_a_float_is_told_to_return_an_int():
     def as_float(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
         return 2.0 * n_layers * n_kv_heads * head_dim * seq_len * batch * bytes_per_elem

@@ -1,5 +1,6 @@
 """Chapter 7 checks beyond tests/test_exercises.py: right answers computed another way pass the large-mean
-case, where float32 itself cannot tell them apart any closer, and the one-pass variance still fails it.
+case, where float32 itself cannot tell them apart any closer, and the one-pass variance still fails it; a
+module whose initial γ is random in a way no catalogued mistake draws is told so, not sent to look for dropout.
 """
 import pytest
 import torch
@@ -47,6 +48,24 @@ def test_the_layer_norm_module_from_other_accurate_statistics_passes_every_hidde
 
     report = chapter.LAYER_NORM_MODULE.run(LayerNorm, hidden=True, seed=0)
     assert report.passed, report.message
+
+
+def _layer_norm_module(weight):
+    class LayerNorm(nn.Module):
+        def __init__(self, d, eps=1e-5, bias=True):
+            super().__init__()
+            self.eps, self.weight = eps, nn.Parameter(weight(d))
+            self.bias = nn.Parameter(torch.zeros(d)) if bias else None
+
+        def forward(self, x):
+            return _layer_norm(ACCURATE["torch.var_mean"])(x, self.weight, self.bias, self.eps)
+    return LayerNorm
+
+
+def test_initial_values_drawn_at_random_are_named_as_such_not_as_dropout():
+    report = chapter.LAYER_NORM_MODULE.run(_layer_norm_module(torch.rand), hidden=True, seed=0)  # uniform: no entry
+    assert not report.passed and "as built" in report.message
+    assert "initial values are drawn at random" in report.message and "Dropout" not in report.message
 
 
 def test_the_one_pass_variance_still_fails_the_large_mean_case():

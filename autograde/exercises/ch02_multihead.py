@@ -318,6 +318,11 @@ class _MHAKVSplitIntoQueryHeads(BrokenMultiHeadAttention):
         return x.view(batch, length, self.n_heads, width // self.n_heads).transpose(1, 2)  # H "heads" of G·Dh/H
 
 
+class _MHAKVRepeatedByG(BrokenMultiHeadAttention):
+    def repeat(self, x, n_rep):
+        return tfm_ref.repeat_kv(x, self.n_kv_heads)  # G·G heads: H only when H = G², as with H = 4, G = 2
+
+
 class _MHAKVNotRepeated(BrokenMultiHeadAttention):
     def repeat(self, x, n_rep):
         return x
@@ -448,6 +453,10 @@ MULTIHEAD_MISTAKES = [
     Mistake("K/V split into H heads instead of G", _MHAKVSplitIntoQueryHeads, _KV_SPLIT_HINT, _KV_SPLIT_FIX),
     Mistake("K/V split into H heads instead of G, and not repeated", _MHAKVSplitIntoQueryHeadsOnly,
             _KV_SPLIT_HINT, _KV_SPLIT_FIX),
+    Mistake("K/V heads repeated G times instead of H / G", _MHAKVRepeatedByG,
+            "each of the G key/value heads serves H / G query heads, so it is repeated H / G times; repeated G "
+            "times, the G heads become G·G, which is H only when H = G².",
+            "k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep) with n_rep = self.n_heads // self.n_kv_heads."),
     Mistake("K/V heads not repeated to H", _MHAKVNotRepeated,
             "with G < H key/value heads the keys and values have fewer heads than the queries, so they do not "
             "line up for the attention.",
@@ -481,9 +490,12 @@ MULTIHEAD_MISTAKES = [
 
 # A padded length-2 sequence has one real key, whose weight is 1 however the scores are scaled: the rungs
 # from T = 3 on, with heads of width 2 (√1 = 1), let scaling mistakes show on an input small enough to print.
+# The largest, the visible case's, has H / G ≠ G (with H = G², 4 and 2, K/V repeated G times passes), G·Dh
+# divisible by H (K/V split into H heads gives wrong values there, not an error that other mistakes share) and
+# √D ≠ Dh (where scaling by √d_model is dividing by Dh).
 _MHA_SHAPES = [dict(B=1, T=1, D=2, H=1, G=1), dict(B=1, T=2, D=2, H=2, G=1), dict(B=1, T=3, D=4, H=2, G=1),
                dict(B=1, T=2, D=4, H=2, G=2), dict(B=1, T=2, D=4, H=4, G=2), dict(B=1, T=3, D=8, H=4, G=2),
-               dict(B=2, T=3, D=8, H=4, G=2), dict(B=2, T=4, D=8, H=4, G=2), dict(B=2, T=5, D=24, H=4, G=2)]
+               dict(B=2, T=3, D=8, H=4, G=2), dict(B=2, T=4, D=8, H=4, G=2), dict(B=2, T=5, D=18, H=6, G=2)]
 
 MULTIHEAD = Exercise(
     name="MultiHeadAttention",
@@ -493,7 +505,7 @@ MULTIHEAD = Exercise(
     inputs=_padded_self_inputs(),
     arg_names=("x",),
     shapes=_MHA_SHAPES,
-    visible=[Case("GQA (H = 4, G = 2) over a padded batch")],
+    visible=[Case("GQA (H = 6, G = 2) over a padded batch")],
     hidden=[
         Case("MHA (G = H)", dims=dict(B=2, T=5, D=12, H=3, G=3), inputs=_self_inputs),
         Case("MQA (G = 1)", dims=dict(B=2, T=4, D=16, H=4, G=1), inputs=_self_inputs),

@@ -30,6 +30,7 @@ from .ch02_multihead import (
     mha_dims,
     mha_kwargs,
 )
+from .ch03_masking import CAUSAL_MASK, PADDING_MASK
 
 __all__ = ["cross_attention_reference", "encoder_decoder_masks_reference", "CROSS_ATTENTION", "CROSS_MULTIHEAD",
            "ENCODER_DECODER_MASKS", "EXERCISES"]
@@ -138,6 +139,20 @@ def _cross_mask_inverted(x, memory, w_q, w_k, w_v, src_mask=None):
     return cross_attention_reference(x, memory, w_q, w_k, w_v, None if src_mask is None else ~src_mask)
 
 
+def _cross_keys_with_w_q(x, memory, w_q, w_k, w_v, src_mask=None):
+    return cross_attention_reference(x, memory, w_q, w_q, w_v, src_mask)
+
+
+def _cross_values_from_x(x, memory, w_q, w_k, w_v, src_mask=None):
+    mask = None if src_mask is None else src_mask[:, None, :]  # (B, 1, S)
+    return tfm_ref.scaled_dot_product_attention(x @ w_q, memory @ w_k, x @ w_v, mask, return_weights=True)
+
+
+def _cross_mask_on_the_query_axis(x, memory, w_q, w_k, w_v, src_mask=None):
+    mask = None if src_mask is None else src_mask[:, :, None]  # (B, S, 1): against (B, T, S) scores
+    return tfm_ref.scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, mask, return_weights=True)
+
+
 def _cross_all_from_memory(x, memory, w_q, w_k, w_v, src_mask=None):
     return cross_attention_reference(memory, memory, w_q, w_k, w_v, src_mask)
 
@@ -227,6 +242,18 @@ CROSS_ATTENTION = Exercise(
                                   "the keys and values.", "q = x @ w_q.")
           for name, impl in (("queries taken from memory", _cross_q_from_memory),
                              ("queries, keys and values all taken from memory", _cross_all_from_memory))),
+        Mistake("keys projected with w_q", _cross_keys_with_w_q,
+                "queries and keys are two different learned projections: the keys use their own matrix, so that "
+                "what a position asks for and what it offers can differ.",
+                "k = memory @ w_k."),
+        Mistake("values taken from x instead of memory", _cross_values_from_x,
+                "the keys and the values both come from the encoder's output: each source position offers a key "
+                "to be matched and the value that is then mixed, so both have S rows.",
+                "v = memory @ w_v."),
+        Mistake("source mask on the query axis", _cross_mask_on_the_query_axis,
+                "src_mask[:, :, None] is (B, S, 1): it lines the source positions up with the scores' target "
+                "axis. The mask blocks keys, the scores' last axis.",
+                "src_mask[:, None, :], (B, 1, S): the same keys for every target position."),
         Mistake("keys and values are the memory itself (not projected)", _cross_memory_unprojected,
                 "the keys and values are learned projections of the memory, never the memory itself.",
                 "k = memory @ w_k and v = memory @ w_v."),
@@ -306,9 +333,10 @@ def _mha_causal_cross(name: str) -> type[BrokenMultiHeadAttention]:
     return CausalCross
 
 
+# The largest, the visible cases', has H / G ≠ G, as in chapter 2.
 _CROSS_SHAPES = [dict(B=1, T=1, S=2, D=2, H=1, G=1), dict(B=1, T=2, S=3, D=4, H=2, G=1),
                  dict(B=1, T=2, S=3, D=4, H=2, G=2), dict(B=1, T=2, S=3, D=4, H=4, G=2),
-                 dict(B=2, T=3, S=5, D=8, H=4, G=2)]
+                 dict(B=2, T=3, S=5, D=18, H=6, G=2)]
 
 CROSS_MULTIHEAD = Exercise(
     name="MultiHeadAttention",
@@ -410,6 +438,28 @@ def _masks_inverted_padding(src_lengths, src_len, tgt_len):
     return self_mask, ~cross_mask
 
 
+def _chapter_3_mask_mistake(mistake: Mistake, mask: str) -> Mistake:
+    """Chapter 3's ``mistake`` of causal_mask (``mask="self_mask"``) or of padding_mask ("cross_mask"), made
+    by an encoder_decoder_masks that builds that mask by hand."""
+    def encoder_decoder_masks(src_lengths, src_len, tgt_len):
+        self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
+        batch = self_mask.shape[0]
+        if mask == "self_mask":
+            self_mask = mistake.impl(tgt_len).expand(batch, 1, tgt_len, tgt_len)
+        else:
+            keys = tfm_ref.key_mask(mistake.impl(torch.as_tensor(src_lengths), src_len))  # (B, 1, 1, S)
+            cross_mask = keys.expand(batch, 1, tgt_len, src_len)
+        return self_mask, cross_mask
+    return Mistake(f"{mask}: {mistake.name}", encoder_decoder_masks, mistake.hint, mistake.fix)
+
+
+CHAPTER_3_MASK_MISTAKES = [
+    *(_chapter_3_mask_mistake(m, "self_mask") for m in CAUSAL_MASK.mistakes
+      if m.name in ("upper instead of lower triangle", "diagonal excluded", "polarity inverted (True = blocked)")),
+    *(_chapter_3_mask_mistake(m, "cross_mask") for m in PADDING_MASK.mistakes
+      if m.name in ("off by one (<= instead of <)", "real tokens at the end (left padding)")),
+]
+
 ENCODER_DECODER_MASKS = Exercise(
     name="encoder_decoder_masks",
     reference=encoder_decoder_masks_reference,
@@ -450,6 +500,7 @@ ENCODER_DECODER_MASKS = Exercise(
         Mistake("lengths as a list not turned into a tensor", _masks_shape_of_list,
                 "`src_lengths` may be a Python list, which has no .shape.",
                 "src_lengths = torch.as_tensor(src_lengths) first (or take the batch size from len(src_lengths))."),
+        *CHAPTER_3_MASK_MISTAKES,
     ],
     forbidden=(encoder_decoder_masks_reference, *ATTENTION_LIBRARY),
     allowed=(tfm_ref.causal_mask, tfm_ref.padding_mask, tfm_ref.key_mask),

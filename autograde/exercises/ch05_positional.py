@@ -8,7 +8,11 @@ Each exercise is checked against `tfm_ref`; each `Mistake` is a broken version a
 plausibly writes, with the hint its failure gives (`tests/test_exercises.py` proves it).
 
 Shapes: B batch · H heads · T positions · P table positions · D model width · Dh head width ·
-V vocabulary · M max_len · O offset (positions already decoded).
+V vocabulary · O offset (positions already decoded) · S spare rows of the learned table past the input
+(max_len = O + T + S).
+
+O and S are not on the shrink ladders but are named by every case that uses them: a failing input is
+shrunk in its sizes only, so it keeps the place its case's label describes (offset 0, the end of the table).
 """
 from __future__ import annotations
 
@@ -64,15 +68,16 @@ def _even_sizes(gen: torch.Generator) -> dict[str, int]:
 def _sinusoid(n_positions: int, d_model: int, *, base: float = 10000.0, sine_base: float | None = None,
               exponent: Callable[[torch.Tensor, int], torch.Tensor] = lambda two_i, d: two_i / d,
               own_exponents: bool = False, degrees: bool = False, sin_first: bool = True, interleave: bool = True,
-              dtype: torch.dtype = torch.float32) -> torch.Tensor:
+              first_position: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The table with one of its ingredients changed, as the keywords say (what the broken versions share).
 
     ``sine_base``: another base for the sines only; ``own_exponents``: feature 2i + 1 takes the exponent
-    (2i + 1)/d instead of sharing its pair's; ``degrees``: the angles read as degrees.
+    (2i + 1)/d instead of sharing its pair's; ``degrees``: the angles read as degrees; ``first_position``: the
+    position of row 0.
     """
     if d_model % 2:
         raise ValueError(f"sinusoidal positional encoding needs an even d_model, got {d_model}")
-    position = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    position = torch.arange(first_position, first_position + n_positions, dtype=torch.float64)[:, None]  # (P, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (D/2,)
     unit = math.pi / 180 if degrees else 1.0
     sin_angle = unit * position / (sine_base or base) ** exponent(two_i, d_model)  # (P, D/2)
@@ -105,6 +110,14 @@ def _pe_exponent_4i(n_positions, d_model):
     return _sinusoid(n_positions, d_model, exponent=lambda two_i, d: 2 * two_i / d)
 
 
+def _pe_from_position_1(n_positions, d_model):
+    return _sinusoid(n_positions, d_model, first_position=1)
+
+
+def _pe_multiplied(n_positions, d_model):
+    return _sinusoid(n_positions, d_model, exponent=lambda two_i, d: -two_i / d)  # pos · 10000^(2i/d)
+
+
 def _pe_own_exponents(n_positions, d_model):
     return _sinusoid(n_positions, d_model, own_exponents=True)
 
@@ -134,7 +147,9 @@ SINUSOIDAL = Exercise(
     arg_names=("n_positions", "d_model"),
     adapter=_RaisesForOddWidth(),
     shapes=[dict(P=1, D=2), dict(P=2, D=2), dict(P=3, D=4), dict(P=4, D=6), dict(P=50, D=16)],
-    visible=[Case("a 50 × 16 table"), Case("the notes' example: pos 0…2, d_model = 4", dims=dict(P=3, D=4))],
+    # the small table first: a wrong formula is diagnosed there, where its angles stay small enough that float32
+    # and float64 versions of it agree (multiplied by 10000^(2i/d), a 50 × 16 table reaches 10⁵ radians)
+    visible=[Case("the notes' example: pos 0…2, d_model = 4", dims=dict(P=3, D=4)), Case("a 50 × 16 table")],
     hidden=[
         Case("random sizes", dims=_even_sizes),
         Case("one position", dims=dict(P=1, D=8)),
@@ -154,6 +169,16 @@ SINUSOIDAL = Exercise(
                 "the sine and the cosine of a pair must share one frequency (so that PE(pos + k) is a rotation "
                 "of PE(pos)); with two bases they do not.",
                 "the same base, 10000, in both: sin(pos / 10000^(2i/d)) and cos(pos / 10000^(2i/d))."),
+        Mistake("positions counted from 1", _pe_from_position_1,
+                "row p of the table is position p, and the first token is at position 0: row 0 is sin 0 = 0 on "
+                "the even features and cos 0 = 1 on the odd ones. Your rows start at position 1.",
+                "position = torch.arange(n_positions), not torch.arange(1, n_positions + 1)."),
+        Mistake("multiplied by 10000^(2i/d) instead of divided", _pe_multiplied,
+                "the frequencies fall from 1 (pair 0) to nearly 1/10000 (the last pair), so the wavelengths grow "
+                "from 2π to about 10000·2π. Multiplying makes the frequencies grow instead: the last pairs turn "
+                "by hundreds or thousands of radians per position.",
+                "angle = position / 10000 ** (2i / d_model); in the exp form, "
+                "torch.exp(two_i * (-math.log(10000.0) / d_model)), with the minus sign."),
         Mistake("exponent i/d instead of 2i/d", _pe_exponent_i,
                 "for the pair (2i, 2i+1) the exponent is 2i/d_model, the index of its even feature over d_model; "
                 "you divided the pair's index i by d_model.",
@@ -205,6 +230,11 @@ class _EmbeddingTimesWidth(tfm_ref.TokenEmbedding):
         return self.weight[ids] * self.weight.shape[1]
 
 
+class _EmbeddingRootOfVocabulary(tfm_ref.TokenEmbedding):
+    def forward(self, ids):
+        return self.weight[ids] * math.sqrt(self.weight.shape[0])
+
+
 TOKEN_EMBEDDING = Exercise(
     name="TokenEmbedding",
     key="token_embedding",
@@ -231,6 +261,10 @@ TOKEN_EMBEDDING = Exercise(
         Mistake("scaled by d_model instead of √d_model", _EmbeddingTimesWidth,
                 "the factor is the square root of d_model, not d_model itself.",
                 "* math.sqrt(d_model)."),
+        Mistake("scaled by √vocab_size instead of √d_model", _EmbeddingRootOfVocabulary,
+                "the factor is the square root of the model width d_model, the length of each vector (§3.4); "
+                "the vocabulary size is the number of rows of the table and has nothing to do with it.",
+                "* math.sqrt(d_model), the second argument of __init__ (keep it: self.scale = math.sqrt(d_model))."),
     ],
 )
 
@@ -239,6 +273,11 @@ TOKEN_EMBEDDING = Exercise(
 
 def _embedded(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(randn(gen, dims["B"], dims["T"], dims["D"], dtype=dtype), dims["O"])
+
+
+def _max_len(dims) -> int:
+    """The table holds the O positions already decoded, the T of the input and S spare ones."""
+    return dims["O"] + dims["T"] + dims["S"]
 
 
 class _LearnedNoOffset(tfm_ref.LearnedPositionalEncoding):
@@ -251,22 +290,35 @@ class _LearnedReplaces(tfm_ref.LearnedPositionalEncoding):
         return self.weight[offset : offset + x.shape[-2]].to(x.dtype).expand_as(x)
 
 
+class _LearnedRowsShifted(tfm_ref.LearnedPositionalEncoding):
+    def forward(self, x, offset=0):
+        return x + self.weight[offset + 1 : offset + x.shape[-2] + 1].to(x.dtype)
+
+
+class _LearnedSliceEndsAtT(tfm_ref.LearnedPositionalEncoding):
+    def forward(self, x, offset=0):
+        return x + self.weight[offset : x.shape[-2]].to(x.dtype)  # T − offset rows: one broadcasts, none is empty
+
+
+_LEARNED_LARGEST = dict(B=2, T=3, D=4)
+
+
 LEARNED = Exercise(
     name="LearnedPositionalEncoding",
     key="learned",
     reference=tfm_ref.LearnedPositionalEncoding,
-    adapter=ModuleAdapter(lambda dims: dict(d_model=dims["D"], max_len=dims["M"])),
+    adapter=ModuleAdapter(lambda dims: dict(d_model=dims["D"], max_len=_max_len(dims))),
     inputs=_embedded,
     arg_names=("x", "offset"),
-    shapes=[dict(B=1, T=1, D=2, M=3, O=1), dict(B=1, T=2, D=2, M=4, O=2), dict(B=2, T=3, D=4, M=8, O=3)],
-    offsets=("O",),
-    visible=[Case("offset 0: positions 0 … T-1", dims=dict(B=2, T=3, D=4, M=8, O=0)),
-             Case("offset 3: decoding continues at position 3")],
+    shapes=[dict(B=1, T=1, D=2), dict(B=1, T=2, D=2), _LEARNED_LARGEST],
+    visible=[Case("offset 0: positions 0 … T-1", dims={**_LEARNED_LARGEST, "O": 0, "S": 5}),
+             # T = 4 > offset + 1: a slice that ends at T (not offset + T) still adds one row, and is compared
+             Case("offset 3: decoding continues at position 3", dims=dict(B=2, T=4, D=4, O=3, S=1))],
     hidden=[
-        Case("one position at the end of the table", dims=dict(B=2, T=1, D=8, M=6, O=5)),
-        Case("the whole table", dims=dict(B=1, T=7, D=4, M=7, O=0)),
-        Case("float64", dtype=torch.float64),
-        Case("gradients reach the table", grad=True),
+        Case("one position at the end of the table", dims=dict(B=2, T=1, D=8, O=5, S=0)),
+        Case("the whole table", dims=dict(B=1, T=7, D=4, O=0, S=0)),
+        Case("float64", dims={**_LEARNED_LARGEST, "O": 3, "S": 2}, dtype=torch.float64),
+        Case("gradients reach the table", dims={**_LEARNED_LARGEST, "O": 3, "S": 2}, grad=True),
     ],
     mistakes=[
         Mistake("offset ignored", _LearnedNoOffset,
@@ -276,6 +328,15 @@ LEARNED = Exercise(
         Mistake("the encoding replaces x instead of being added", _LearnedReplaces,
                 "the positional encoding is added to the token vectors; you returned the encoding alone.",
                 "return x + self.weight[offset : offset + T]."),
+        Mistake("rows shifted by one (position p reads row p + 1)", _LearnedRowsShifted,
+                "row p of the table is the vector of position p, counted from 0: the T inputs take rows offset … "
+                "offset + T − 1. Yours take the rows one further on (and run past the end of a full table).",
+                "self.weight[offset : offset + T], with no + 1 on either end."),
+        Mistake("slice ends at T instead of offset + T", _LearnedSliceEndsAtT,
+                "the slice's end is an index into the table, like its start: the rows of positions offset … "
+                "offset + T − 1 end at offset + T. Ending at T leaves T − offset rows (none once offset ≥ T), "
+                "which is right only at offset 0.",
+                "self.weight[offset : offset + T], not self.weight[offset : T]."),
     ],
 )
 
@@ -346,24 +407,51 @@ def _rope_exponent_j(x, positions, base=10000.0):
     return _rotate_halves(x, _angles(positions, x.shape[-1], base, two=1))
 
 
+def _rope_exponent_positive(x, positions, base=10000.0):
+    return _rotate_halves(x, _angles(positions, x.shape[-1], base, two=-2))  # base^(+2j/Dh)
+
+
+def _rope_positions_plus_one(x, positions, base=10000.0):
+    return _rotate_halves(x, _angles(positions + 1, x.shape[-1], base))
+
+
+def _rope_table_transposed(x, positions, base=10000.0):
+    """The angle table built (Dh/2, T): it broadcasts against x only where T = Dh/2 (and gives wrong angles
+    there); elsewhere it raises, with the message the usual x·cos + rotate_half(x)·sin gives."""
+    head_dim = x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # (Dh/2,)
+    angle = inv_freq[:, None] * positions.float()[None, :]  # (Dh/2, T)
+    angle = torch.cat([angle, angle], dim=-1)  # (Dh/2, 2T)
+    xf = x.float()
+    first, second = xf.chunk(2, dim=-1)
+    return (xf * angle.cos() + torch.cat([-second, first], dim=-1) * angle.sin()).to(x.dtype)
+
+
+_ROPE_LARGEST = dict(B=2, H=2, T=4, Dh=8)
+_ROPE_FROM_5 = {**_ROPE_LARGEST, "O": 5}
+
+
 ROPE = Exercise(
     name="apply_rope",
     key="rope",
     reference=tfm_ref.apply_rope,
     inputs=_rope_inputs,
     arg_names=("x", "positions"),
-    shapes=[dict(B=1, H=1, T=1, Dh=2, O=1), dict(B=1, H=1, T=2, Dh=2, O=1), dict(B=1, H=1, T=2, Dh=4, O=3),
-            dict(B=2, H=2, T=4, Dh=8, O=5)],
-    offsets=("O",),
-    visible=[Case("queries (B, H, T, Dh) at positions 5 … 8")],
+    shapes=[dict(B=1, H=1, T=1, Dh=2), dict(B=1, H=1, T=2, Dh=2), dict(B=1, H=1, T=2, Dh=4), _ROPE_LARGEST],
+    # T = Dh/2 in the first case and not in the second: an angle table built (Dh/2, T) gives wrong values in the
+    # first (which name the mistake), and a table sized by T where Dh/2 belongs fails the second. The first is
+    # small (angles below 10³ radians even with growing frequencies), so float32 versions of a wrong formula
+    # computed in other ways agree with its catalogued version there.
+    visible=[Case("queries (B, H, T, Dh) from position 5", dims=dict(B=2, H=2, T=2, Dh=4, O=5)),
+             Case("keys of a prompt, from position 0", dims=dict(B=1, H=2, T=6, Dh=8, O=0))],
     hidden=[
         Case("random sizes and offsets", dims=_rope_sizes),
         Case("one position", dims=dict(B=2, H=3, T=1, Dh=8, O=7)),
-        Case("x (T, Dh) with no batch or head axes", inputs=_rope_unbatched),
-        Case("base = 500", inputs=_rope_base_500),
+        Case("x (T, Dh) with no batch or head axes", dims=_ROPE_FROM_5, inputs=_rope_unbatched),
+        Case("base = 500", dims=_ROPE_FROM_5, inputs=_rope_base_500),
         Case("scattered positions", inputs=_rope_scattered, dims=dict(B=1, H=2, T=6, Dh=16, O=0)),
-        Case("float64", dtype=torch.float64),
-        Case("gradients", grad=True),
+        Case("float64", dims=_ROPE_FROM_5, dtype=torch.float64),
+        Case("gradients", dims=_ROPE_FROM_5, grad=True),
     ],
     mistakes=[
         Mistake("interleaved pairs instead of rotate-half", _rope_interleaved,
@@ -387,6 +475,20 @@ ROPE = Exercise(
                 "pair j turns at θ_j = base^(−2j/Dh), j = 0 … Dh/2 − 1 (the frequencies of the sinusoidal "
                 "table); yours turn too slowly.",
                 "inv_freq = base ** (-torch.arange(0, Dh, 2) / Dh)."),
+        Mistake("frequencies base^(+2j/Dh) instead of base^(−2j/Dh)", _rope_exponent_positive,
+                "the frequencies fall from 1 (pair 0) towards 1/base, as in the sinusoidal table; with a "
+                "positive exponent they grow instead, and the last pairs spin by hundreds of radians or more per "
+                "position.",
+                "inv_freq = base ** (-torch.arange(0, Dh, 2) / Dh) (or 1.0 / base ** (torch.arange(0, Dh, 2) / Dh))."),
+        Mistake("positions shifted by one", _rope_positions_plus_one,
+                "the token at position p turns by p · θ_j, and the first position is 0 (no rotation); yours "
+                "turn by (p + 1) · θ_j. The `positions` argument already holds each token's position.",
+                "angle = positions.float()[:, None] * inv_freq[None, :], with the positions as given."),
+        Mistake("angle table transposed: (Dh/2, T) instead of (T, Dh/2)", _rope_table_transposed,
+                "the angle of position t and pair j belongs at row t, column j, a (T, Dh/2) table that "
+                "broadcasts over x's (…, T, Dh). Yours is (Dh/2, T): it broadcasts only when T = Dh/2, and then "
+                "puts each angle in the other's place.",
+                "angle = positions.float()[:, None] * inv_freq[None, :] (positions down, frequencies across)."),
     ],
     atol=1e-4,  # angles of tens of radians carry float32 rounding of ~1e-5
     rtol=1e-4,

@@ -121,6 +121,14 @@ def _ln_affine_swapped(x, weight, bias, eps=1e-5):
     return tfm_ref.layer_norm(x, bias, weight, eps)
 
 
+def _ln_eps_fixed(x, weight, bias, eps=1e-5):
+    return tfm_ref.layer_norm(x, weight, bias)  # 1e-5, whatever the caller passed
+
+
+def _ln_affine_first(x, weight, bias, eps=1e-5):
+    return tfm_ref.layer_norm(_finish_ln(x.float(), weight, bias, x), None, None, eps)  # normalises γ·x + β
+
+
 def _ln_in_input_dtype(x, weight, bias, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
     var = (x - mean).pow(2).mean(-1, keepdim=True)  # float16 overflows once |x − mean| passes 256
@@ -156,6 +164,10 @@ LAYER_NORM_MISTAKES = [
     Mistake("normalised over the whole sequence", _ln_over((-2, -1)),
             "the statistics are per position, over the last axis only; yours pool the whole (T, D) sequence.",
             "reduce over dim=-1 only, with keepdim=True."),
+    Mistake("normalised over the batch (dim=0), as BatchNorm does", _ln_over((0,)),
+            "LayerNorm normalises each position over its own D features, the last axis; statistics over the "
+            "batch axis are BatchNorm's, and they make each example's output depend on the others in its batch.",
+            "mean and variance with dim=-1, keepdim=True, not dim=0."),
     Mistake("variance as E[x²] − E[x]²", _ln_moments,
             "E[x²] − E[x]² cancels catastrophically when the mean is large compared with the spread (float32 "
             "keeps about 7 digits).",
@@ -170,6 +182,10 @@ LAYER_NORM_MISTAKES = [
     Mistake("γ and β swapped", _ln_affine_swapped,
             "the weight γ scales and the bias β shifts; yours are the other way round.",
             "x̂ · weight + bias."),
+    Mistake("γ and β applied before normalising", _ln_affine_first,
+            "the affine step comes last: γ and β scale and shift the normalised x̂. Applied to x first, the "
+            "normalisation takes most of them out again (its output has mean 0 and variance 1 whatever β is).",
+            "x̂ = (x − mean) / √(var + ε) from x itself, then return x̂ · weight + bias."),
     Mistake("computed in float16 (no float32 step)", _ln_in_input_dtype, HALF_PRECISION_HINT, HALF_PRECISION_FIX),
     Mistake("result left in float32", _ln_not_cast_back, CAST_BACK_HINT, CAST_BACK_FIX),
 ]
@@ -199,7 +215,13 @@ LAYER_NORM = Exercise(
              inputs=_scaled(_ln_inputs, 300.0)),
         Case("gradients", grad=True),
     ],
-    mistakes=LAYER_NORM_MISTAKES,
+    mistakes=[
+        *LAYER_NORM_MISTAKES,
+        # the module's own "eps argument ignored" names the same output there, so this one is the function's alone
+        Mistake("eps argument ignored (always 1e-5)", _ln_eps_fixed,
+                "the caller chooses ε (this case passes eps=1e-2), and yours uses 1e-5 whatever it is given.",
+                "use the parameter: torch.sqrt(var + eps), with no number written in its place."),
+    ],
     forbidden=NORM_LIBRARY,
 )
 
@@ -246,6 +268,27 @@ def _rms_over_positions(x, weight, eps=1e-6):
     return _finish_rms(xf * torch.rsqrt(xf.pow(2).mean(-2, keepdim=True) + eps), weight, x)
 
 
+def _rms_no_eps(x, weight, eps=1e-6):
+    xf = x.float()
+    return _finish_rms(xf / xf.pow(2).mean(-1, keepdim=True).sqrt(), weight, x)
+
+
+def _rms_whole_tensor(x, weight, eps=1e-6):
+    xf = x.float()
+    return _finish_rms(xf / torch.sqrt(xf.pow(2).mean() + eps), weight, x)
+
+
+def _rms_std(unbiased: bool):
+    def rms_norm(x, weight, eps=1e-6):
+        xf = x.float()
+        return _finish_rms(xf / torch.sqrt(xf.var(-1, keepdim=True, unbiased=unbiased) + eps), weight, x)
+    return rms_norm
+
+
+def _rms_gain_first(x, weight, eps=1e-6):
+    return tfm_ref.rms_norm(x if weight is None else (x.float() * weight).to(x.dtype), None, eps)
+
+
 def _rms_in_input_dtype(x, weight, eps=1e-6):
     return _finish_rms(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps), weight, x)  # x² overflows float16
 
@@ -253,6 +296,10 @@ def _rms_in_input_dtype(x, weight, eps=1e-6):
 def _rms_not_cast_back(x, weight, eps=1e-6):
     return tfm_ref.rms_norm(x.float(), None if weight is None else weight.float(), eps)  # float32 out
 
+
+_STD_HINT = ("RMSNorm divides by √mean(x²), the spread around 0; x.var (like x.std) is the spread around the mean, "
+            "a centred statistic, which is what RMSNorm leaves out.")
+_STD_FIX = "torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps), not x.var(...)."
 
 RMS_NORM = Exercise(
     name="rms_norm",
@@ -291,6 +338,22 @@ RMS_NORM = Exercise(
                 "the mean of squares is over each position's features, the last axis; you took it over the "
                 "positions.",
                 "mean(dim=-1, keepdim=True)."),
+        Mistake("mean of squares over the whole tensor", _rms_whole_tensor,
+                "each position is divided by its own root mean square, over its D features; yours divides every "
+                "position by one number, pooled over the whole batch.",
+                "x.pow(2).mean(dim=-1, keepdim=True), not x.pow(2).mean()."),
+        Mistake("no ε", _rms_no_eps,
+                "ε is added under the root, √(mean(x²) + ε): it keeps an all-zero row finite, and it matters "
+                "whenever mean(x²) is not much larger than ε (this case passes eps=1e-2).",
+                "torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)."),
+        Mistake("divided by the standard deviation (x.var) instead of the root mean square", _rms_std(True),
+                _STD_HINT, _STD_FIX),
+        Mistake("divided by the standard deviation (biased x.var) instead of the root mean square", _rms_std(False),
+                _STD_HINT, _STD_FIX),
+        Mistake("γ applied before normalising", _rms_gain_first,
+                "γ scales the normalised output; applied to x first, it also scales the root mean square that x · γ "
+                "is then divided by, so the normalisation takes most of it out again.",
+                "y = x / √(mean(x²) + ε) from x itself, then return y * weight."),
         Mistake("computed in float16 (no float32 step)", _rms_in_input_dtype, HALF_PRECISION_HINT, HALF_PRECISION_FIX),
         Mistake("result left in float32", _rms_not_cast_back, CAST_BACK_HINT, CAST_BACK_FIX),
     ],
@@ -329,6 +392,24 @@ class _ModuleGainZero(_ReadableLayerNorm):
         nn.init.zeros_(self.weight)
 
 
+class _ModuleGainRandom(_ReadableLayerNorm):
+    """γ drawn with torch.randn(d), the first draw of the build, as a student's __init__ draws it."""
+
+    def __init__(self, d, *args, **kwargs):
+        super().__init__(d, *args, **kwargs)  # draws nothing
+        self.weight = nn.Parameter(torch.randn(d))
+
+
+class _ModuleAffineRandom(_ReadableLayerNorm):
+    """γ, then β, drawn with torch.randn(d)."""
+
+    def __init__(self, d, *args, **kwargs):
+        super().__init__(d, *args, **kwargs)
+        self.weight = nn.Parameter(torch.randn(d))
+        if self.bias is not None:
+            self.bias = nn.Parameter(torch.randn(d))
+
+
 class _ModuleShiftOne(_ReadableLayerNorm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -360,6 +441,14 @@ LAYER_NORM_MODULE = Exercise(
                 "a LayerNorm starts as the plain normalisation, γ = 1 and β = 0; with γ = 0 its output is β alone, "
                 "whatever the input, and no gradient reaches the layers below it.",
                 "self.weight = nn.Parameter(torch.ones(d))."),
+        Mistake("γ initialised at random", _ModuleGainRandom,
+                "a new LayerNorm starts with γ = 1 and β = 0, the plain normalisation; training moves them from "
+                "there. Yours draws γ at random, so every model built starts distorted in another way.",
+                "self.weight = nn.Parameter(torch.ones(d)), not torch.randn(d)."),
+        Mistake("γ and β initialised at random", _ModuleAffineRandom,
+                "a new LayerNorm starts with γ = 1 and β = 0, the plain normalisation; training moves them from "
+                "there. Yours draws both at random, so every model built starts distorted in another way.",
+                "self.weight = nn.Parameter(torch.ones(d)) and self.bias = nn.Parameter(torch.zeros(d))."),
         Mistake("β initialised to 1", _ModuleShiftOne,
                 "a LayerNorm starts as the plain normalisation, γ = 1 and β = 0; with β = 1 every feature starts "
                 "shifted by 1.",
@@ -423,6 +512,18 @@ def _res_pre_and_post(x, sublayer, norm, norm_first=False):
     return norm(x + sublayer(norm(x))) if norm_first else norm(x + sublayer(x))
 
 
+def _res_pre_norm_after_sublayer(x, sublayer, norm, norm_first=False):
+    return x + norm(sublayer(x)) if norm_first else norm(x + sublayer(x))
+
+
+def _res_post_norm_of_x(x, sublayer, norm, norm_first=False):
+    return x + sublayer(norm(x)) if norm_first else norm(x) + sublayer(x)
+
+
+def _res_post_norm_twice(x, sublayer, norm, norm_first=False):
+    return x + sublayer(norm(x)) if norm_first else norm(x + sublayer(norm(x)))
+
+
 def _res_no_residual(x, sublayer, norm, norm_first=False):
     return sublayer(norm(x)) if norm_first else norm(sublayer(x))
 
@@ -462,6 +563,18 @@ RESIDUAL = Exercise(
         Mistake("Pre-Norm: normalised again after the addition", _res_pre_and_post,
                 "Pre-Norm has no norm after the addition (the stack ends with one final norm instead).",
                 "x + sublayer(norm(x)), with nothing around the sum."),
+        Mistake("Pre-Norm: the sublayer's output normalised instead of its input", _res_pre_norm_after_sublayer,
+                "Pre-Norm normalises what goes into the sublayer, and adds the sublayer's output to x as it is; "
+                "yours feeds the sublayer x itself and normalises what comes out.",
+                "x + sublayer(norm(x)), not x + norm(sublayer(x))."),
+        Mistake("Post-Norm: x normalised instead of the sum", _res_post_norm_of_x,
+                "Post-Norm adds the sublayer's output to x first and normalises that sum; yours normalises x "
+                "alone and adds the sublayer's output after the norm.",
+                "norm(x + sublayer(x)), not norm(x) + sublayer(x)."),
+        Mistake("Post-Norm: the sublayer's input normalised too", _res_post_norm_twice,
+                "Post-Norm feeds the sublayer x itself and has one norm, on the sum; yours also normalises the "
+                "sublayer's input, a norm before and after.",
+                "norm(x + sublayer(x)), with sublayer(x), not sublayer(norm(x))."),
         Mistake("residual connection missing", _res_no_residual,
                 "the sublayer's input is not added back: the residual connection is missing.",
                 "add x: norm(x + sublayer(x)), or x + sublayer(norm(x)) in Pre-Norm."),

@@ -25,7 +25,7 @@ import torch
 import tfm_ref
 
 from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
-from .ch01_attention import ATTENTION_LIBRARY, MASK_MISTAKES, SOFTMAX_LIBRARY, _qkv
+from .ch01_attention import ATTENTION_LIBRARY, ATTENTION_MISTAKES, MASK_MISTAKES, SOFTMAX_LIBRARY, _qkv
 from .ch02_multihead import _repeat_tiled
 
 __all__ = ["ONLINE_SOFTMAX", "TILED_ATTENTION", "CACHED_ATTENTION", "EXERCISES"]
@@ -205,7 +205,8 @@ def _tiled_inputs(mask: str = "random"):
 
 def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool = False, drop_partial: bool = False,
                    short_key_tiles: bool = False, use_mask: bool = True, fill: float = NEG_INF, scaled: bool = True,
-                   max_before_mask: bool = False, expand_mask: bool = True, inverted_mask: bool = False, **fold):
+                   max_before_mask: bool = False, expand_mask: bool = True, inverted_mask: bool = False,
+                   scaled_by_dv: bool = False, m_start: float = NEG_INF, **fold):
     """Tiled attention with one thing done wrong (the keywords, and those of `_fold`, say which)."""
     def tiled_attention(q, k, v, mask=None, *, q_tile=64, k_tile=64):
         n_queries, n_keys = q.shape[-2], k.shape[-2]
@@ -213,12 +214,12 @@ def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool = False, dro
             mask = mask.expand(torch.broadcast_shapes(mask.shape, (*q.shape[:-1], n_keys)))  # (…, T, S)
         if mask is not None and inverted_mask:
             mask = ~mask
-        scale = 1 / math.sqrt(q.shape[-1]) if scaled else 1.0
+        scale = 1 / math.sqrt(v.shape[-1] if scaled_by_dv else q.shape[-1]) if scaled else 1.0
         width = k_tile - 1 if short_key_tiles else k_tile
         rows = []
         for i in _starts(n_queries, q_tile, drop_partial):
             q_blk = q[..., i:i + q_tile, :]  # (…, Tq, Dk)
-            m = torch.full((*q_blk.shape[:-1], 1), NEG_INF, dtype=q.dtype)  # (…, Tq, 1)
+            m = torch.full((*q_blk.shape[:-1], 1), m_start, dtype=q.dtype)  # (…, Tq, 1)
             total, out = torch.zeros_like(m), torch.zeros(*q_blk.shape[:-1], v.shape[-1], dtype=q.dtype)
             for j in _starts(n_keys, k_tile, drop_partial):
                 scores = raw = q_blk @ k[..., j:j + width, :].transpose(-2, -1) * scale  # (…, Tq, Sk)
@@ -234,7 +235,15 @@ def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool = False, dro
     return tiled_attention
 
 
-_CHAPTER1_MASK_MISTAKES = {m.name: m for m in MASK_MISTAKES}  # made again tile by tile, with chapter 1's words
+# made again tile by tile, with chapter 1's words
+_CHAPTER1_MISTAKES = {m.name: m for m in (*ATTENTION_MISTAKES, *MASK_MISTAKES)}
+
+def _scores_far_below_zero(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    """Every score below −1000: queries all positive, keys all negative, each at least 30 from 0."""
+    call = _tiled_inputs()(gen, dims, dtype)
+    q, k, v, mask = call.args
+    return Call(q.abs() + 30, -(k.abs() + 30), v, mask, **call.kwargs)
+
 
 _TILED_SHAPES = [
     dict(B=1, H=1, T=1, S=3, Dk=1, Dv=1, QT=1, KT=2), dict(B=1, H=1, T=2, S=3, Dk=2, Dv=1, QT=1, KT=2),
@@ -264,6 +273,7 @@ TILED_ATTENTION = Exercise(
         # rounding of such scores would part two right answers by more than the tolerance.
         Case("huge logits", dtype=torch.float64,
              inputs=lambda gen, dims, dtype: _tiled_inputs()(gen, dims, dtype).scaled(30.0)),
+        Case("scores all far below 0", dtype=torch.float64, inputs=_scores_far_below_zero),
         Case("causal mask, T < S (aligned to the end)", inputs=_tiled_inputs("causal"),
              dims=dict(B=2, H=2, T=5, S=8, Dk=4, Dv=3, QT=2, KT=3)),
         Case("key padding mask (B, 1, 1, S)", inputs=_tiled_inputs("padding")),
@@ -307,9 +317,15 @@ TILED_ATTENTION = Exercise(
                 "a mask that broadcasts, such as a (B, 1, 1, S) padding mask, has one row for every query: sliced "
                 "by query tiles, mask[..., i:i + q_tile, :], it is empty past the first tile.",
                 "mask = mask.expand(*q.shape[:-1], k.shape[-2]) before the loops, then slice it."),
-        *(dataclasses.replace(_CHAPTER1_MASK_MISTAKES[name], impl=impl) for name, impl in (
+        *(dataclasses.replace(_CHAPTER1_MISTAKES[name], impl=impl) for name, impl in (
             ("mask polarity inverted", _tiled_variant(inverted_mask=True)),
-            ("masked scores set to 0 instead of -inf", _tiled_variant(fill=0.0)))),
+            ("masked scores set to 0 instead of -inf", _tiled_variant(fill=0.0)),
+            ("wrong scaling: √d_v", _tiled_variant(scaled_by_dv=True)))),
+        Mistake("running maximum started at 0", _tiled_variant(m_start=0.0),
+                "the running maximum starts at −inf, below every score; started at 0, it never falls below 0, so "
+                "a row whose scores are all far below 0 is shifted by 0 instead of its maximum: its exps "
+                "underflow to 0.",
+                "m = torch.full(..., float('-inf')) (and subtract 0 where m is still −inf)."),
         Mistake("mask ignored", _tiled_variant(use_mask=False),
                 "the mask is not applied to the tiles' scores, so masked keys still get weight.",
                 "fill the masked scores of every tile with -inf: mask[..., i:i + q_tile, j:j + k_tile], after "
@@ -354,11 +370,14 @@ def _cache_sizes(gen: torch.Generator) -> dict[str, int]:
 
 
 def _cache_variant(*, prepend: bool = False, causal: str = "end", update: bool = True, use_cache: bool = True,
-                   store_repeated: bool = False, tile_heads: bool = False, detached: bool = False):
+                   store_repeated: bool = False, tile_heads: bool = False, detached: bool = False,
+                   repeat_by_g: bool = False):
     """One decoding step with one thing done wrong. ``causal``: "end" right, "start" (the triangle
-    of a square mask), "none", "strict" (a position does not see itself) or "ahead" (it sees the next)."""
+    of a square mask), "none", "strict" (a position does not see itself), "ahead" (it sees the next) or "new
+    first" (the triangle on the first T keys, the cached ones after it); ``repeat_by_g``: the G key/value heads
+    repeated G times instead of H / G."""
     def cached_attention(q, k, v, k_cache, v_cache):
-        n_rep = q.shape[1] // k.shape[1]
+        n_rep = k.shape[1] if repeat_by_g else q.shape[1] // k.shape[1]
         repeat = _repeat_tiled if tile_heads else tfm_ref.repeat_kv
         if store_repeated:
             k, v, k_cache, v_cache = (repeat(t, n_rep) for t in (k, v, k_cache, v_cache))  # (B, H, ·, Dh)
@@ -367,9 +386,13 @@ def _cache_variant(*, prepend: bool = False, causal: str = "end", update: bool =
         keys, values = torch.cat(parts[:2], dim=-2), torch.cat(parts[2:], dim=-2)  # (B, G, S + T, Dh)
         seen_k, seen_v = (keys, values) if use_cache else (k, v)
         n_new, n_all = q.shape[-2], seen_k.shape[-2]
-        offset = {"end": n_all - n_new, "start": 0, "strict": n_all - n_new - 1, "ahead": n_all - n_new + 1,
-                  "none": n_all}[causal]
-        mask = torch.ones(n_new, n_all, dtype=torch.bool).tril(diagonal=offset)  # (T, S + T)
+        if causal == "new first":  # the triangle over the first T keys, as if the new positions came first
+            mask = torch.cat([torch.ones(n_new, n_new, dtype=torch.bool).tril(),
+                              torch.ones(n_new, n_all - n_new, dtype=torch.bool)], dim=-1)  # (T, S + T)
+        else:
+            offset = {"end": n_all - n_new, "start": 0, "strict": n_all - n_new - 1, "ahead": n_all - n_new + 1,
+                      "none": n_all}[causal]
+            mask = torch.ones(n_new, n_all, dtype=torch.bool).tril(diagonal=offset)  # (T, S + T)
         out = tfm_ref.scaled_dot_product_attention(q, repeat(seen_k, n_rep), repeat(seen_v, n_rep), mask)
         if detached:
             keys, values = keys.detach(), values.detach()
@@ -383,11 +406,12 @@ CACHED_ATTENTION = Exercise(
     reference=tfm_ref.cached_attention,
     inputs=_cache_inputs,
     arg_names=("q", "k", "v", "k_cache", "v_cache"),
+    # the visible cases have H / G ≠ G: with H = G² (4 and 2), K/V repeated G times passes
     shapes=[dict(B=1, H=1, G=1, T=1, S=1, Dh=2), dict(B=1, H=2, G=1, T=2, S=1, Dh=2),
             dict(B=1, H=4, G=2, T=1, S=2, Dh=2), dict(B=1, H=4, G=2, T=2, S=3, Dh=2),
-            dict(B=2, H=4, G=2, T=1, S=5, Dh=8)],
-    visible=[Case("one new token after 5 cached positions (GQA: H = 4, G = 2)"),
-             Case("a chunk of 3 new positions after 4 cached ones", dims=dict(B=2, H=4, G=2, T=3, S=4, Dh=8))],
+            dict(B=2, H=6, G=2, T=1, S=5, Dh=8)],
+    visible=[Case("one new token after 5 cached positions (GQA: H = 6, G = 2)"),
+             Case("a chunk of 3 new positions after 4 cached ones", dims=dict(B=2, H=6, G=2, T=3, S=4, Dh=8))],
     hidden=[
         Case("random sizes, S = 0 … 8 cached positions", dims=_cache_sizes),
         Case("the first step: an empty cache (S = 0, a prompt of 4)", dims=dict(B=2, H=4, G=2, T=4, S=0, Dh=8)),
@@ -433,6 +457,14 @@ CACHED_ATTENTION = Exercise(
         Mistake("cache stores the repeated heads", _cache_variant(store_repeated=True),
                 "storing H heads throws away GQA's memory saving (the cache would be H/G times larger).",
                 "keep G key/value heads in the cache, and repeat them to H only for attending."),
+        Mistake("mask built as if the new positions came first", _cache_variant(causal="new first"),
+                "the keys are the S cached positions followed by the T new ones: every query sees the whole cache, "
+                "so the mask's triangle sits over its last T columns, not its first.",
+                "torch.ones(T, S + T, dtype=torch.bool).tril(diagonal=S): the cache's columns all True."),
+        Mistake("K/V heads repeated G times instead of H / G", _cache_variant(repeat_by_g=True),
+                "each of the G key/value heads serves H / G query heads, so it is repeated H / G times; repeated G "
+                "times, the G heads become G·G, which is H only when H = G².",
+                "repeat_kv(x, H // G), with H = q.shape[1] and G = k.shape[1]."),
         Mistake("wrong K/V head grouping: heads tiled", _cache_variant(tile_heads=True),
                 "query head i uses key/value head i // (H/G); yours come out tiled, pairing head i with i % G.",
                 "repeat_kv(x, H // G) (or x.repeat_interleave(H // G, dim=1)), not x.repeat(1, H // G, 1, 1)."),
