@@ -181,6 +181,14 @@ def other_threads() -> list[str]:
     return running + [f"{unseen} waiting in C code"] * (unseen > 0)
 
 
+def _students(frame: types.FrameType | None, packages: tuple[str, ...]) -> bool:
+    """Is the code that made this call the student's? Python's and the installed packages' frames (torch's, an
+    asyncio loop's, any library that calls what it is given) pass a call on: the first frame below them decides."""
+    while frame is not None and frame.f_code.co_filename.startswith(_INSTALLED):
+        frame = frame.f_back
+    return frame is not None and not frame.f_code.co_filename.startswith((_GRADER_DIR, *packages))
+
+
 @functools.lru_cache(maxsize=None)
 def _entries(item: object) -> tuple[tuple[str, object, str], ...]:
     """What `Forbid` records for a listed ``item``, as (kind, key, name): the code of its functions, the id of a
@@ -248,8 +256,7 @@ class Forbid:
             if self._dirs and code.co_filename.startswith(self._dirs) and caller is not None \
                     and not caller.f_code.co_filename.startswith(self._dirs):
                 return f"{frame.f_globals.get('__name__', '?')}.{code.co_name}"
-            if code.co_filename.startswith(_EXERCISES_DIR) and caller is not None \
-                    and not caller.f_code.co_filename.startswith(_INSTALLED + (_GRADER_DIR,) + self._dirs):
+            if code.co_filename.startswith(_EXERCISES_DIR) and _students(caller, self._dirs):
                 return f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}"
             if code.co_filename.startswith(_COMPILER_DIR) and caller is not None \
                     and not caller.f_code.co_filename.startswith(_TORCH_DIR):

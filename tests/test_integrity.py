@@ -315,7 +315,30 @@ def _steps_past_the_mode(x, dim=-1):
         return functools.partial(torch.softmax, dim=dim)(x)
 
 
+def _the_graders_helper_through_a_library(x, dim=-1):
+    """A helper of the checks, right for one step of the exercise, called by a library function (not from here)."""
+    import functools
+
+    from autograde.exercises.ch09_efficient import _fold
+
+    x = x.movedim(dim, -1)
+    m = torch.full((*x.shape[:-1], 1), float("-inf"), dtype=x.dtype)
+    _, _, total, p, _ = functools.singledispatch(_fold)(m, torch.zeros_like(m), x)
+    return (p / torch.where(total == 0, torch.ones_like(total), total)).movedim(-1, dim)
+
+
+def _a_catalogued_mistake():
+    """A catalogued mistake that is right with its default keywords, called from C."""
+    import functools
+
+    from autograde.exercises.ch09_efficient import _online_variant
+
+    return functools.partial(_online_variant(), block_size=4)
+
+
 @pytest.mark.parametrize(("borrowed", "named"), [
+    (_the_graders_helper_through_a_library, r"autograde\.exercises\.ch09_efficient\._fold"),
+    (_a_catalogued_mistake(), r"autograde\.exercises\.ch09_efficient\._online_variant\.<locals>\.online_softmax"),
     (_retries_after_the_refusal, "tfm_ref.attention.softmax"),
     (_steps_past_the_mode, "torch._C._pop_torch_function_stack"),
     (_dispatches_its_own_function, "torch.overrides.handle_torch_function"),
