@@ -351,8 +351,9 @@ class _Failure:
         if self.dims.get(TRAINING) and self.hint is None and self.got.error is None:
             lines.append("This case runs in training mode and compares the outputs exactly: both sides draw the same "
                          "random numbers, so it expects `nn.Dropout` (or `F.dropout(x, p, training=self.training)`) "
-                         "at the places the notebook gives, in the same order. Dropout written by hand with "
-                         "torch.rand draws other numbers.")
+                         "with the rate it is given, at the places the notebook gives, in the same order. Dropout at "
+                         "another place, with another rate, missing, or written by hand with torch.rand draws other "
+                         "numbers.")
         if self.forbidden:
             return "\n".join(lines + self._forbidden_details(exercise, failing_uses))
         if self.got.trace:
@@ -451,12 +452,21 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
         shrunk = _attempt(exercise, case, candidate, {**smaller, **flags}, seed)
         if shrunk is not None and shrunk.setup == failure.setup and _failure_kind(shrunk.expected, shrunk.got) == kind:
             if failure.hint is not None:
+                if not _explains(exercise, case, failure.mistake, shrunk, seed):
+                    continue  # shown beside an input its mistake does not explain, the hint would read false
                 shrunk.mistake, shrunk.hint, shrunk.fix = failure.mistake, failure.hint, failure.fix
             elif not failure.setup:
                 _diagnose(exercise, case, shrunk, seed, first=failure)
             shrunk.random = failure.random
             return shrunk
     return failure
+
+
+def _explains(exercise: Exercise, case: Case, name: str, failure: _Failure, seed: int) -> bool:
+    """Does the catalogued mistake ``name`` give the student's outcome on ``failure``'s input too?"""
+    mistake = next(m for m in exercise.mistakes if m.name == name)
+    outcome = _outcome_of(mistake, exercise, case, failure, seed)
+    return outcome is not None and same(outcome, failure.got, _tolerance(exercise, case))
 
 
 def _random_where_the_reference_is_not(exercise: Exercise, case: Case, candidate: Candidate, failure: _Failure,
@@ -557,10 +567,14 @@ def _outcome_of(mistake: Mistake, exercise: Exercise, case: Case, failure: _Fail
 
 def _failure_kind(expected: Outcome, got: Outcome) -> str | None:
     """The kind of ``got``'s failure where its kind says more than its values: the exception it raised,
+    "shape" (an output of another shape: a smaller input where the shapes happen to agree would hide it),
     or "non-finite" (NaN or inf where ``expected`` is finite); None for wrong finite values."""
     if got.error is not None:
         return got.error_type
-    for e, g in zip(flatten(expected.output), flatten(got.output)):
+    pairs = list(zip(flatten(expected.output), flatten(got.output)))
+    if any(isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.shape != g.shape for e, g in pairs):
+        return "shape"
+    for e, g in pairs:
         if isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.shape == g.shape \
                 and e.device == g.device and not e.is_meta \
                 and e.is_floating_point() and g.is_floating_point() and bool((e.isfinite() & ~g.isfinite()).any()):

@@ -7,6 +7,7 @@ A tensor on the ``meta`` device has no values: its device, shape and dtype are a
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from itertools import permutations
 from typing import Any
@@ -28,6 +29,22 @@ _TOLERANCE = {  # (rtol, atol) by dtype; tfm_ref computes softmax in float32 eve
     torch.float16: (1e-2, 1e-3),
     torch.bfloat16: (2e-2, 1e-2),
 }
+
+# What a common exception most often means in a student's code: said after the exception itself.
+_ERROR_HINTS = (
+    (re.compile(r"Boolean value of Tensor with more than one (value|element) is ambiguous"),
+     "`if tensor:` asks whether a whole tensor is true; to ask whether an optional argument was given, write "
+     "`if mask is not None:`"),
+    (re.compile(r"must match the size of tensor b \(\d+\) at non-singleton dimension"),
+     "the shapes of an elementwise operation do not line up. Often a reduction (sum, amax, mean) without "
+     "keepdim=True, which drops the axis it reduced, or a tensor that needs an axis added with [:, None]"),
+    (re.compile(r"must be tuple of ints, (not float|but found element of type float)|tuple of ints,\s*but got float"
+                r"|'float' object cannot be interpreted as an integer"),
+     "a size must be a whole number: `/` gives a float, `//` an int"),
+    (re.compile(r"The shape of the mask \[[^\]]*\] at index \d+ does not match the shape of the indexed tensor"),
+     "indexing with a boolean mask needs the mask's own shape, without broadcasting: `x.masked_fill(mask, value)` "
+     "broadcasts"),
+)
 
 Tolerance = tuple[float | None, float | None]
 """An exercise's (rtol, atol) overrides; None keeps the dtype's default."""
@@ -122,7 +139,8 @@ def compare(expected: Outcome, got: Outcome, override: Tolerance = (None, None),
     and which gradient, when the output matches but a gradient does not. ``names`` say what
     each gradient is with respect to, ``output_names`` what each item of a tuple output is."""
     if got.error is not None:  # a forbidden call's message already says "your code called …"
-        return (got.error if got.error_type == ForbiddenCall.__name__ else f"your code raised {got.error}"), None
+        return (got.error if got.error_type == ForbiddenCall.__name__ else f"your code raised {got.error}"
+                + "".join(f" — {hint}" for pattern, hint in _ERROR_HINTS if pattern.search(got.error))), None
     problem = difference(expected.output, got.output, override, names=output_names)
     if problem is not None or not expected.grads:
         return problem, None

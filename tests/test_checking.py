@@ -580,3 +580,39 @@ def test_the_same_problem_in_several_items_is_said_once():
     parents, tokens = torch.zeros(2, dtype=torch.long), torch.ones(2, dtype=torch.long)
     assert difference((parents, tokens), (parents.int(), tokens.int()), names=("parents", "tokens")) == \
         "the parents have dtype torch.int32, expected torch.int64; the tokens likewise"
+
+
+def _softmax_without_keepdim(x, dim=-1):
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim)
+
+
+def _attention_testing_the_mask_for_truth(q, k, v, mask=None, *, return_weights=False):
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if mask:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return (weights @ v, weights) if return_weights else weights @ v
+
+
+def _attention_indexing_with_the_mask(q, k, v, mask=None, *, return_weights=False):
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if mask is not None:
+        scores[~mask] = float("-inf")
+    weights = torch.softmax(scores, dim=-1)
+    return (weights @ v, weights) if return_weights else weights @ v
+
+
+def _bytes_with_a_float_size(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
+    return torch.zeros(2 * n_layers * n_kv_heads * head_dim * seq_len * batch / 2).numel() * bytes_per_elem
+
+
+@pytest.mark.parametrize(("key", "implementation", "pointer"), [
+    ("ch01_attention.softmax", _softmax_without_keepdim, "without keepdim=True"),
+    ("ch01_attention.masked_attention", _attention_testing_the_mask_for_truth, "`if mask is not None:`"),
+    ("ch01_attention.masked_attention", _attention_indexing_with_the_mask, "`x.masked_fill(mask, value)` broadcasts"),
+    ("ch02_multihead.kv_cache_bytes", _bytes_with_a_float_size, "`//` an int"),
+])
+def test_a_common_exception_is_followed_by_what_it_most_often_means(key, implementation, pointer):
+    report = get_exercise(key).run(implementation, seed=0)
+    assert not report.passed and pointer in report.message.splitlines()[0]

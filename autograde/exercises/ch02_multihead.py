@@ -216,6 +216,10 @@ def _cache_elements(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_
     return 2 * n_layers * batch * n_kv_heads * seq_len * head_dim
 
 
+def _cache_two_bytes_always(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
+    return 2 * n_layers * batch * n_kv_heads * seq_len * head_dim * 2
+
+
 def _cache_bits(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):
     return 2 * n_layers * batch * n_kv_heads * seq_len * head_dim * bytes_per_elem * 8
 
@@ -225,9 +229,12 @@ KV_CACHE_BYTES = Exercise(
     reference=tfm_ref.kv_cache_bytes,
     inputs=_cache_inputs,
     arg_names=("n_layers", "n_kv_heads", "head_dim", "seq_len"),
+    # Sizes that no missing factor (or pair) stands in for: with L = 6 = 2·B, a count without 2 and B read as one
+    # without the layers. 1 byte first, where 2 bytes written in place of bytes_per_elem doubles instead of halving.
     shapes=[dict(L=1, G=1, Dh=1, S=1, B=1, E=1), dict(L=2, G=1, Dh=2, S=3, B=1, E=2),
-            dict(L=6, G=2, Dh=8, S=5, B=3, E=4)],
-    visible=[Case("a small model, batch 3, fp32 (4 bytes)"), Case("Llama-2-70B, 4096 tokens", inputs=_llama2_70b)],
+            dict(L=5, G=6, Dh=8, S=7, B=3, E=4)],
+    visible=[Case("a small model, batch 3, int8 (1 byte)", dims=dict(L=5, G=6, Dh=8, S=7, B=3, E=1)),
+             Case("a small model, batch 3, fp32 (4 bytes)"), Case("Llama-2-70B, 4096 tokens", inputs=_llama2_70b)],
     hidden=[
         Case("random sizes", dims=random_dims(L=(1, 96), G=(1, 64), Dh=(1, 256), S=(0, 100_000), B=(1, 64), E=(1, 4))),
         Case("defaults: batch 1, 2 bytes", inputs=_cache_defaults),
@@ -247,6 +254,10 @@ KV_CACHE_BYTES = Exercise(
                 "you counted elements, not bytes: an element takes bytes_per_elem bytes (2 in fp16/bf16, 4 in "
                 "fp32).",
                 "multiply by bytes_per_elem."),
+        Mistake("bytes_per_elem ignored (2 bytes written in its place)", _cache_two_bytes_always,
+                "an element takes bytes_per_elem bytes, which the caller gives: 2 in fp16/bf16, but 4 in fp32 and 1 "
+                "in int8.",
+                "multiply by bytes_per_elem, not by 2."),
         Mistake("counted bits", _cache_bits,
                 "bytes_per_elem is already in bytes; you counted bits.",
                 "do not multiply by 8."),
