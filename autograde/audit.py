@@ -10,7 +10,8 @@ Flags: ``imports-reference`` (tfm_ref, except tfm_ref.widgets), ``imports-grader
 ``sys.modules``, ``builtins``), ``reads-files`` (``open``, ``Path.read_*``, ``os``/``shutil``
 file functions, ``torch.load``…), ``runs-commands`` (``subprocess``, ``os.system``, ``socket``,
 ``os.fork``, ``os.kill``), ``dynamic-code`` (``exec``, ``eval``, ``compile``, ``__import__``,
-``importlib``, ``pickle`` and the other deserializers, whose loads call what their data names), ``introspection`` (the tools that reach into the running interpreter: ``gc``,
+``importlib``, ``pickle`` and the other deserializers, whose loads call what their data names; such a
+builtin under another name), ``introspection`` (the tools that reach into the running interpreter: ``gc``,
 ``inspect``, ``ctypes``, threads (``asyncio`` too), signals, frames, ``sys.settrace``, ``sys.getprofile``,
 an object's ``__globals__``, ``__closure__``, ``__subclasses__``, ``object.__setattr__`` …),
 ``torch-internals`` (``torch.ops``, torch's ``_C`` extension, ``torch.jit``, ``Tensor.as_subclass``: doors
@@ -32,6 +33,7 @@ _COMMAND_MODULES = {"subprocess", "socket", "urllib", "requests", "http", "multi
 _DESERIALIZERS = {"pickle", "_pickle", "marshal", "copyreg", "shelve", "dill", "cloudpickle", "joblib"}
 _DYNAMIC = {"exec", "eval", "compile", "__import__", "globals", "vars", "getattr", "setattr", "delattr"}
 _PATCH_CALLS = {"setattr", "delattr"}
+_CODE_BUILTINS = {"exec", "eval", "compile"}
 _INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "threading", "_thread", "signal", "faulthandler", "tracemalloc",
                           "atexit", "concurrent", "multiprocessing", "dis", "types", "weakref", "sys._getframe",
                           "asyncio"}
@@ -40,7 +42,7 @@ _INTROSPECTION_ATTRIBUTES = {
     "f_back", "f_locals", "f_globals", "f_builtins", "gi_frame", "cr_frame", "tb_frame", "tb_next",
     "__globals__", "__closure__", "__code__", "__subclasses__", "__bases__", "__mro__", "__class__", "__dict__",
     "__builtins__", "__self__", "__func__", "__wrapped__", "__getattribute__", "__reduce__", "__reduce_ex__",
-    "getprofile", "gettrace", "__setattr__", "to_thread",
+    "getprofile", "gettrace", "__setattr__", "to_thread", "__traceback__",
 }
 _TORCH_INTERNALS = {"ops", "_C", "jit", "_ops", "overrides"}  # attributes of torch
 MAX_AUDITED_CHARS = 200_000
@@ -114,6 +116,7 @@ def audit(sources: list[str]) -> list[str]:
             flags.add("unaudited-code")
             continue
         imported = _imports(tree)
+        called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
         for module in imported.values():
             flags |= _module_flags(module)
         for node in ast.walk(tree):
@@ -131,7 +134,9 @@ def audit(sources: list[str]) -> list[str]:
                 root = _root_name(func) if isinstance(func, ast.Attribute) else None
                 if name in _PATCH_CALLS:
                     flags.add("patches-modules")
-                if name in _DYNAMIC - _PATCH_CALLS:
+                # exec, eval and compile as builtins: `model.eval()` and `torch.compile` are not them
+                if name in _DYNAMIC - _PATCH_CALLS and (name not in _CODE_BUILTINS or isinstance(func, ast.Name)
+                                                        or root in ("builtins", "__builtins__")):
                     flags.add("dynamic-code")
                 if name == "open" or (name in _FILE_CALLS and (root is None or imported.get(root, root).split(".")[0] in _FILE_MODULES)):
                     if name not in ("load", "copy") or root is not None:
@@ -140,8 +145,11 @@ def audit(sources: list[str]) -> list[str]:
                     flags.add("runs-commands")
                 if name in ("attrgetter", "methodcaller"):  # getattr by another name
                     flags.add("dynamic-code")
-            elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__"):
-                flags.add("dynamic-code")
+            elif isinstance(node, ast.Name) and (node.id in ("__builtins__", "__loader__") or node.id in _DYNAMIC
+                                                 and id(node) not in called):
+                flags.add("dynamic-code")  # `g = getattr`: the builtin under another name
+            elif isinstance(node, ast.Constant) and node.value in _INTROSPECTION_ATTRIBUTES:
+                flags.add("introspection")  # getattr(error, "__traceback__"): the attribute named in a string
             elif isinstance(node, ast.FunctionDef) and node.name in ("__torch_function__", "__torch_dispatch__"):
                 flags.add("torch-internals")  # a Tensor subclass's hook runs while the guard's mode steps aside
             if isinstance(node, ast.Attribute):

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import math
 import random
 import sys
@@ -52,7 +53,7 @@ from .comparison import Tolerance, compare, same
 from .display import indent, show, show_named
 from .evaluation import CheckFailed, Outcome, evaluate, flatten
 from .inputs import Call, randn, random_dims
-from .integrity import Forbid, ForbiddenCall, Snapshot
+from .integrity import Forbid, ForbiddenCall, Snapshot, forbid_everywhere
 
 __all__ = [
     "Call", "Case", "Mistake", "Exercise", "ModuleAdapter", "FunctionAdapter", "CheckFailed", "Report",
@@ -156,6 +157,9 @@ class Exercise:
     def __post_init__(self) -> None:
         if not self.key:
             object.__setattr__(self, "key", self.name)
+        # tuples: a student's cell could empty a list in place, which putting the attribute back would not undo
+        for name in ("shapes", "visible", "hidden", "mistakes", "forbidden", "allowed", "uses"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
         if not self.shapes or not self.visible:
             raise ValueError(f"exercise {self.name!r} needs at least one shape and one visible case")
 
@@ -260,11 +264,10 @@ class LocalCandidate(Candidate):
 
     def evaluate(self, exercise: Exercise, case: Case, call: Call, dims: Dims, seed: int,
                  weights: dict[str, torch.Tensor] | None) -> Outcome:
-        from .exercises import catalogued  # the specs import this module
-
         adapter = exercise.adapter
-        guard = (lambda: Forbid((*exercise.forbidden, *catalogued()), allowed=exercise.allowed)) if self.guarded \
-            else None
+        # the reference itself wherever it is called from: an allowed tfm_ref method can pass on any call it is handed
+        reference = exercise.reference if isinstance(exercise.reference, type) else inspect.unwrap(exercise.reference)
+        guard = (lambda: Forbid((*exercise.forbidden, reference), allowed=exercise.allowed)) if self.guarded else None
         outcome = evaluate(lambda: adapter.candidate(self.impl, dims, weights, case.dtype), call, grad=case.grad,
                            seed=seed, parameters=adapter.parameters, **({"guard": guard} if guard else {}))
         try:  # what a graded run could not send back (a NumPy number, a Tensor subclass) fails here alike
@@ -608,9 +611,10 @@ def protect() -> None:
     if SNAPSHOT.taken:
         SNAPSHOT.restore()
         return
-    from .exercises import load_all
+    from .exercises import catalogued, load_all
 
     load_all()
+    forbid_everywhere(catalogued())
     SNAPSHOT.take()
     # tqdm's monitor would start a thread inside a check, which the guard refuses
     with contextlib.suppress(ImportError):

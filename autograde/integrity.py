@@ -181,12 +181,24 @@ def other_threads() -> list[str]:
     return running + [f"{unseen} waiting in C code"] * (unseen > 0)
 
 
-def _students(frame: types.FrameType | None, packages: tuple[str, ...]) -> bool:
-    """Is the code that made this call the student's? Python's and the installed packages' frames (torch's, an
-    asyncio loop's, any library that calls what it is given) pass a call on: the first frame below them decides."""
+def _not_the_graders(frame: types.FrameType | None) -> bool:
+    """Was this call made by code other than the grader's own: the student's, or tfm_ref's, which an allowed method
+    can pass anything on to? Python's and the installed packages' frames (torch's, an asyncio loop's, any library
+    that calls what it is given) pass a call on: the first frame below them decides."""
     while frame is not None and frame.f_code.co_filename.startswith(_INSTALLED):
         frame = frame.f_back
-    return frame is not None and not frame.f_code.co_filename.startswith((_GRADER_DIR, *packages))
+    return frame is not None and not frame.f_code.co_filename.startswith(_GRADER_DIR)
+
+
+_EVERYWHERE: frozenset[types.CodeType] = frozenset()
+
+
+def forbid_everywhere(items: Iterable[object]) -> None:
+    """Refuse the code of ``items`` in every guard, wherever it is called from: the grader's catalogued mistakes.
+    Called once, before any student code runs; a frozenset, which no cell can empty (and `Snapshot` puts the
+    module's attribute back)."""
+    global _EVERYWHERE
+    _EVERYWHERE = frozenset(key for item in items for kind, key, _ in _entries(item) if kind == "code")
 
 
 @functools.lru_cache(maxsize=None)
@@ -256,7 +268,7 @@ class Forbid:
             if self._dirs and code.co_filename.startswith(self._dirs) and caller is not None \
                     and not caller.f_code.co_filename.startswith(self._dirs):
                 return f"{frame.f_globals.get('__name__', '?')}.{code.co_name}"
-            if code.co_filename.startswith(_EXERCISES_DIR) and _students(caller, self._dirs):
+            if code in _EVERYWHERE or code.co_filename.startswith(_EXERCISES_DIR) and _not_the_graders(caller):
                 return f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}"
             if code.co_filename.startswith(_COMPILER_DIR) and caller is not None \
                     and not caller.f_code.co_filename.startswith(_TORCH_DIR):

@@ -8,9 +8,10 @@ Used by `autograde.zygote` inside the sandbox, for every notebook:
   left behind; the mounts, IPC objects and sockets go with the namespaces.
 * `drop_privileges` (in the runner): no capabilities, and no way to gain any (``no_new_privs``).
 * `refuse_processes_and_hidden_memory` (in the runner, after `drop_privileges`): a seccomp filter,
-  which nothing can lift, refuses a new process (threads are still allowed), SysV shared memory
-  and memfds (memory no address-space limit counts), and the kernel's keyrings (which a runner
-  would share with the grader's login session and the next runner).
+  which nothing can lift, refuses a new process (threads are still allowed), SysV shared memory,
+  memfds and new namespaces or mounts (memory no address-space limit counts: a tmpfs of its own),
+  and the kernel's keyrings (which a runner would share with the grader's login session and the
+  next runner).
 * `limit_resources`: processes, open files, file size, core dumps and, where no cgroup limits
   memory, the address space.
 
@@ -114,16 +115,28 @@ def drop_privileges(parent_death_signal: int) -> None:
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
 BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_JSET_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
-CLONE_THREAD = 0x00010000
+CLONE_THREAD, CLONE_NEWCGROUP = 0x00010000, 0x02000000
 X32_SYSCALL_BIT = 0x40000000
 EPERM, ENOSYS = 1, 38
 
 _SYSCALLS = {  # the architecture's audit id, then the system calls the filter looks at
     "x86_64": (0xC000003E, {"clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "shmget": 29,
-                            "memfd_create": 319, "add_key": 248, "request_key": 249, "keyctl": 250}),
+                            "memfd_create": 319, "add_key": 248, "request_key": 249, "keyctl": 250,
+                            "unshare": 272, "setns": 308, "mount": 165, "pivot_root": 155, "open_tree": 428,
+                            "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432}),
     "aarch64": (0xC00000B7, {"clone": 220, "clone3": 435, "shmget": 194, "memfd_create": 279, "add_key": 217,
-                             "request_key": 218, "keyctl": 219}),
+                             "request_key": 218, "keyctl": 219, "unshare": 97, "setns": 268, "mount": 40,
+                             "pivot_root": 41, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
+                             "fsmount": 432}),
 }
+# Refused with EPERM: new processes, memory no limit counts (SysV shared memory, memfds, a tmpfs mounted in a
+# namespace of the runner's own), and the keyrings.
+_REFUSED = ("fork", "vfork", "shmget", "memfd_create", "add_key", "request_key", "keyctl", "unshare", "setns",
+            "mount", "pivot_root", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount")
+
+
+CLONE_NAMESPACES = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | \
+    CLONE_NEWNET
 
 
 class _SockFilter(ctypes.Structure):
@@ -139,8 +152,7 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     if machine not in _SYSCALLS:
         raise IsolationError(0, f"seccomp: no system call table for {machine}")
     arch, numbers = _SYSCALLS[machine]
-    refused = [(numbers[name], EPERM) for name in ("fork", "vfork", "shmget", "memfd_create", "add_key",
-                                                   "request_key", "keyctl") if name in numbers]
+    refused = [(numbers[name], EPERM) for name in _REFUSED if name in numbers]
     refused.append((numbers["clone3"], ENOSYS))  # its flags sit in memory a filter cannot read: glibc falls back
     program = [(BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
                (BPF_JEQ_K, 1, 0, arch),
@@ -150,20 +162,23 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         program += [(BPF_JGE_K, 0, 1, X32_SYSCALL_BIT), (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM)]
     for number, errno in refused:
         program += [(BPF_JEQ_K, 0, 1, number), (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno)]
-    program += [(BPF_JEQ_K, 0, 3, numbers["clone"]),
+    program += [(BPF_JEQ_K, 0, 4, numbers["clone"]),
                 (BPF_LD_W_ABS, 0, 0, 16),  # the low half of seccomp_data.args[0], clone's flags
-                (BPF_JSET_K, 1, 0, CLONE_THREAD),  # a thread of this process: allowed
+                (BPF_JSET_K, 0, 1, CLONE_THREAD),  # not a thread of this process: refused
+                (BPF_JSET_K, 0, 1, CLONE_NAMESPACES),  # a thread, in namespaces of its own: refused
                 (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM),
                 (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
     return program
 
 
 def refuse_processes_and_hidden_memory() -> None:
-    """From now on, in this process and its threads: no new process, no SysV shared memory or memfd, no keyring.
+    """From now on, in this process and its threads: no new process, no SysV shared memory or memfd, no new
+    namespace or mount, no keyring.
 
     A process left running by one cell could answer a later check with the reference, out of the guard's
-    sight; memory a process does not map is not counted by the address-space limit; and the kernel's
-    keyrings are shared with the grader's session. Needs ``no_new_privs`` (`drop_privileges`).
+    sight; memory a process does not map (shared memory, a tmpfs mounted in a user namespace of its own) is not
+    counted by the address-space limit; and the kernel's keyrings are shared with the grader's session. Needs
+    ``no_new_privs`` (`drop_privileges`).
     """
     program = seccomp_program(os.uname().machine)
     instructions = (_SockFilter * len(program))(*(_SockFilter(*i) for i in program))

@@ -28,6 +28,8 @@ import os
 import sys
 import traceback
 
+import torch
+
 from . import wire
 from .channel import Channel, ChannelClosed
 from .checking import Case, LocalCandidate, get_exercise, protect
@@ -39,6 +41,7 @@ __all__ = ["serve", "TEXT_LIMIT"]
 
 TEXT_LIMIT = 20000
 """Characters kept of an error message or a traceback."""
+_set_num_threads = torch.set_num_threads  # as it was before any student code
 
 
 class _Capped(io.StringIO):
@@ -138,6 +141,9 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
                 raise ForbiddenCall(f"your notebook left a thread running ({', '.join(running)}), and code there would "
                                     "run beside the check, outside its guard. Stop (join) the threads a cell starts "
                                     "before it ends. This part earns nothing while one runs.")
+            # one thread, as the slot is given one core: a pool of more that a cell asked for would start its
+            # threads lazily, inside the check, where a new thread is refused
+            _set_num_threads(1)
             started = _last_pid()
             outcome = LocalCandidate(impl).evaluate(exercise, case, call, dims, request["seed"], weights)
             if _last_pid() != started:  # the kernel's count of this sandbox's threads and processes moved

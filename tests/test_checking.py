@@ -180,13 +180,18 @@ def test_unknown_exercise_key_is_a_value_error():
         get_exercise("softmax")
 
 
-class _Ref(torch.nn.Module):
+class _Proj(torch.nn.Module):
     def __init__(self, d):
         super().__init__()
         self.proj = torch.nn.Linear(d, d)
 
     def forward(self, x):
         return self.proj(x)
+
+
+class _Ref(_Proj):
+    """The toy reference. The students' classes below build on `_Proj`: the guard refuses the reference's own code
+    wherever it is called from, as a student's class cannot build on tfm_ref's."""
 
 
 class _Renamed(torch.nn.Module):
@@ -206,7 +211,7 @@ MODULE_TOY = Exercise(
 
 
 def test_module_exercise_loads_reference_weights_into_the_students_module():
-    class Same(_Ref):
+    class Same(_Proj):
         pass
 
     assert MODULE_TOY.run(Same, hidden=True, guarded=False).passed
@@ -230,7 +235,7 @@ class _NoBias(torch.nn.Module):
         return self.proj(x)
 
 
-class _Wide(_Ref):
+class _Wide(_Proj):
     def __init__(self, d, bias=True):
         super().__init__(d)
         self.proj = torch.nn.Linear(d, 2 * d)
@@ -390,7 +395,7 @@ def test_a_count_returned_as_a_float_is_told_to_return_an_int():
     assert "should be a whole number (an int), got the float" in report.message
 
 
-class _SavesPositions(_Ref):
+class _SavesPositions(_Proj):
     """Right values, with a position table saved beside the weights (a Hugging Face habit)."""
 
     def __init__(self, d):
@@ -405,7 +410,7 @@ def test_a_saved_buffer_the_reference_lacks_is_named_a_buffer_with_the_fix():
            "register it with persistent=False" in report.message
     assert "not in tfm_ref" not in report.message
 
-    class NotSaved(_Ref):
+    class NotSaved(_Proj):
         def __init__(self, d):
             super().__init__(d)
             self.register_buffer("position_ids", torch.arange(d), persistent=False)
@@ -463,7 +468,7 @@ def test_parameters_kept_as_buffers_are_told_they_get_no_gradient():
     assert "there is no gradient for the parameter `proj.bias`: it is not trainable (a buffer, or " \
            "requires_grad=False)" in report.message
 
-    class Frozen(_Ref):
+    class Frozen(_Proj):
         def __init__(self, d):
             super().__init__(d)
             self.proj.weight.requires_grad_(False)

@@ -305,6 +305,8 @@ def graded(tmp_path_factory):
     not_utf8 = nbformat.writes(_with_cells(solved_notebook(A, {"softmax": prints}, course),
                                            ["print(chr(0xD800))  # NOT_UTF8"]))
     submit("53a_prints_text_that_is_not_utf8", A, not_utf8.replace("NOT_UTF8", "\\ud800"))  # in its source, too
+    submit("54a_asks_torch_for_two_threads", A, _with_cells(solved_notebook(A, root=course), ["torch.set_num_threads(2)"],
+                                                            before="softmax"))
     for student in GLOB_IDS:  # untouched, graded after the full marks of others: a glob would match those
         submit(student, A, untouched_notebook(A, course))
     for student in UNEXPORTABLE_IDS:
@@ -412,6 +414,12 @@ def test_a_forged_shape_is_a_bad_reply_that_costs_its_cell_only(graded):
 def test_printed_text_that_is_not_utf8_costs_nothing(graded):
     row = _row(graded, "53a_")
     assert row["score"] == row["max_score"] and "grader-error" not in row["flags"], row
+
+
+def test_an_honest_notebook_that_asks_torch_for_two_threads_keeps_its_marks(graded):
+    """PyTorch starts a larger pool's threads lazily, inside the first check, where a new thread is refused."""
+    row = _row(graded, "54a_")
+    assert row["score"] == row["max_score"] and "forbidden-call" not in row["flags"], row
 
 
 def test_metadata_that_claims_test_cells_earns_nothing(graded):

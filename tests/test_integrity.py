@@ -232,6 +232,10 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("import operator, sys\nloaded = operator.attrgetter('modules')(sys)", "dynamic-code"),
     ("import pickle\nfork = pickle.loads(b'cposix\\nfork\\n)R.')", "dynamic-code"),
     ("from marshal import loads", "dynamic-code"),
+    ("imp = __import__\nref = imp('tfm_ref')", "dynamic-code"),
+    ("g = getattr\nswitch = g(sys, 'setprofile')", "dynamic-code"),
+    ("g = getattr\nswitch = g(sys, 'setprofile')", "introspection"),
+    ("frames = getattr(error, '__traceback__')", "introspection"),
     ("import queue\nthreads = queue.threading", "introspection"),
     ("class Sly(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
      "        return func(*args, **(kwargs or {}))", "torch-internals"),
@@ -248,7 +252,8 @@ def test_audit_leaves_ordinary_solutions_and_widgets_clean():
     solution = ("import math\nimport torch\nfrom tfm_ref.widgets.attention import attention_explorer\n"
                 "def softmax(x, dim=-1):\n    m = x.amax(dim=dim, keepdim=True)\n    e = torch.exp(x - m)\n"
                 "    out = e / e.sum(dim=dim, keepdim=True)\n    out[0] = out[0]\n    return out\n")
-    assert audit([solution]) == []
+    decoding = "model.eval()\nfast = torch.compile(model)\n"  # a model's eval, torch's compile: not the builtins
+    assert audit([solution, decoding]) == []
 
 
 
@@ -438,3 +443,52 @@ def test_the_real_sys_setprofile_kept_by_a_cell_that_rebound_it_is_still_refused
             check("ch01_attention.softmax", softmax)
     finally:
         sys.setprofile = original
+
+
+def _relay(model, src, call):
+    """tfm_ref's Residual, whose forward the decoding exercises allow, calls what it is handed: here ``call``, on
+    the source (the norm hands it over), from a frame of tfm_ref's own."""
+    from tfm_ref.blocks import Residual
+
+    return Residual(lambda t: src, 0.0, True).train(False)(torch.zeros((), dtype=torch.long), call)
+
+
+def _greedy_relaying_the_reference(model, src, src_mask=None, *, bos_id, eos_id, max_len):
+    import functools
+
+    from tfm_ref.decoding import greedy_decode
+
+    return _relay(model, src, functools.partial(greedy_decode.__wrapped__, model, src_mask=src_mask, bos_id=bos_id,
+                                                eos_id=eos_id, max_len=max_len))
+
+
+def _greedy_relaying_a_catalogued_mistake(model, src, src_mask=None, *, bos_id, eos_id, max_len):
+    import functools
+
+    return _relay(model, src, functools.partial(_RIGHT_BY_DEFAULT, model, src_mask=src_mask, bos_id=bos_id,
+                                                eos_id=eos_id, max_len=max_len))
+
+
+def _made_before_the_check():
+    from autograde.exercises.ch08_encoder_decoder import _greedy_variant
+
+    return _greedy_variant()  # a right greedy decoding with its default keywords
+
+
+_RIGHT_BY_DEFAULT = _made_before_the_check()
+
+
+def _greedy_relaying_a_helper_of_the_checks(model, src, src_mask=None, *, bos_id, eos_id, max_len):
+    from autograde.exercises.ch08_encoder_decoder import _varied
+
+    return _relay(model, src, _varied)  # called by Residual's frame, not this one
+
+
+@pytest.mark.parametrize(("relayed", "named"), [
+    (_greedy_relaying_the_reference, r"tfm_ref\.decoding\.greedy_decode"),
+    (_greedy_relaying_a_catalogued_mistake, r"autograde\.exercises\.ch08_encoder_decoder\._greedy_variant\.<locals>\.greedy_decode"),
+    (_greedy_relaying_a_helper_of_the_checks, r"autograde\.exercises\.ch08_encoder_decoder\._varied"),
+])
+def test_an_allowed_method_that_calls_what_it_is_handed_relays_nothing_off_limits(relayed, named):
+    with pytest.raises(CheckFailed, match=f"ForbiddenCall: your code called {named}, which is off limits"):
+        check("ch08_encoder_decoder.greedy", relayed)

@@ -133,8 +133,9 @@ print([os.listdir('/tmp'), os.listdir('/dev/shm'), threading.active_count(), len
 
 def test_a_runner_starts_no_process_and_holds_no_memory_out_of_its_limits_sight(sandbox):
     """A process left by one cell could answer a later check with the reference where the guard does not look;
-    SysV shared memory and memfds hold memory the address-space limit does not count; a keyring is shared
-    with the grader's login session and the next runner. Threads, which PyTorch uses, still start."""
+    SysV shared memory, memfds and a tmpfs mounted in a namespace of its own hold memory the address-space limit
+    does not count; a keyring is shared with the grader's login session and the next runner. Threads, which
+    PyTorch uses, still start."""
     refused = value(sandbox, """
 import ctypes, errno, os, subprocess, threading
 libc = ctypes.CDLL(None, use_errno=True)
@@ -148,14 +149,17 @@ def syscall_refused(number, *args):
     return libc.syscall(number, *args) == -1 and ctypes.get_errno() == errno.EPERM
 machine = os.uname().machine
 shmget, keyctl = {"x86_64": (29, 250), "aarch64": (194, 219)}[machine]
+CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
 ran = []
 thread = threading.Thread(target=lambda: ran.append(True))
 thread.start()
 thread.join()
 print([refused(os.fork), refused(lambda: subprocess.run(['true'])), refused(lambda: os.posix_spawn('/bin/true', ['true'], {})),
        refused(lambda: os.memfd_create('hidden')), syscall_refused(shmget, 0, 2**20, 0o1600),
-       syscall_refused(keyctl, 0, -3, 0), ran == [True]])""")
-    assert refused == [True] * 7
+       syscall_refused(keyctl, 0, -3, 0), ran == [True],
+       libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == -1 and ctypes.get_errno() == errno.EPERM,
+       libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 0, b'size=100%') == -1 and ctypes.get_errno() == errno.EPERM])""")
+    assert refused == [True] * 9
 
 
 def test_limits_stop_a_thread_bomb_a_full_disk_and_a_memory_hog(sandbox):

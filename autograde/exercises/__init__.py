@@ -6,7 +6,6 @@ is adding its module here and its notebook source in ``solutions/<assignment id>
 """
 from __future__ import annotations
 
-import functools
 import importlib
 import inspect
 import pkgutil
@@ -25,11 +24,10 @@ def load_all() -> list[ModuleType]:
     return [importlib.import_module(f"{__name__}.{name}") for name in chapter_ids()]
 
 
-@functools.cache
 def catalogued() -> tuple[object, ...]:
     """Every chapter's catalogued mistakes (their functions, and their classes with the grader's classes they build
-    on), which a student's code may not run (`autograde.integrity.Forbid`): many are right implementations but for
-    one keyword (`_online_variant()` with its defaults is a right online softmax)."""
+    on), which a student's code may not run (`autograde.integrity.forbid_everywhere`): many are right
+    implementations but for one keyword (`_online_variant()` with its defaults is a right online softmax)."""
     found: dict[int, object] = {}
     for chapter in load_all():
         for exercise in chapter.EXERCISES:
