@@ -188,6 +188,11 @@ def _padding_list_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call
     return Call(_lengths(gen, dims).tolist(), dims["S"])
 
 
+def _padding_past_the_longest(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    lengths = torch.randint(0, dims["S"], (dims["B"],), generator=gen)  # every one shorter than max_len
+    return Call(lengths, dims["S"])
+
+
 def _padding_extremes(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     lengths = torch.arange(dims["B"]) % 2 * dims["S"]  # 0, S, 0, S, …: all padding, no padding
     return Call(lengths, dims["S"])
@@ -212,6 +217,11 @@ def _padding_on_the_left(lengths, max_len):
     return positions[None, :] >= max_len - torch.as_tensor(lengths)[:, None]  # real tokens at the end
 
 
+def _padding_to_the_longest(lengths, max_len):
+    lengths = torch.as_tensor(lengths)
+    return torch.arange(int(lengths.max()))[None, :] < lengths[:, None]  # as wide as the longest, not max_len
+
+
 def _padding_transposed(lengths, max_len):
     return tfm_ref.padding_mask(lengths, max_len).T  # (S, B)
 
@@ -222,7 +232,8 @@ PADDING_MASK = Exercise(
     inputs=_padding_inputs,
     arg_names=("lengths", "max_len"),
     shapes=[dict(B=1, S=1), dict(B=1, S=2), dict(B=2, S=3), dict(B=3, S=5), dict(B=4, S=7)],
-    visible=[Case("random lengths (a tensor)")],
+    visible=[Case("random lengths (a tensor)"),
+             Case("a batch padded past its longest sequence (every length < max_len)", inputs=_padding_past_the_longest)],
     hidden=[
         Case("lengths as a Python list", inputs=_padding_list_inputs),
         Case("random sizes", dims=random_dims(B=(1, 6), S=(1, 12))),
@@ -241,6 +252,10 @@ PADDING_MASK = Exercise(
         Mistake("lengths as a list not turned into a tensor", _padding_list_indexed,
                 "`lengths` may be a Python list, and a list cannot be indexed with [:, None].",
                 "lengths = torch.as_tensor(lengths) first: it accepts a list and a tensor alike."),
+        Mistake("as wide as the longest sequence, not max_len", _padding_to_the_longest,
+                "max_len is the length the batch is padded to, which can be more than its longest sequence (a batch "
+                "padded to a fixed size): the mask has max_len columns whatever the lengths.",
+                "positions = torch.arange(max_len), not torch.arange(lengths.max())."),
         Mistake("transposed (S, B)", _padding_transposed,
                 "the mask is (B, S), one row per sequence; yours has one row per position.",
                 "compare positions[None, :] (1, S) with lengths[:, None] (B, 1)."),
