@@ -41,6 +41,9 @@ _ERROR_HINTS = (
     (re.compile(r"must be tuple of ints, (not float|but found element of type float)|tuple of ints,\s*but got float"
                 r"|'float' object cannot be interpreted as an integer"),
      "a size must be a whole number: `/` gives a float, `//` an int"),
+    (re.compile(r"context must have last dimension"),
+     "a MultiHeadAttention is called as attn(x, context=None, mask=None): a mask passed second is read as the "
+     "context; write attn(x, mask=mask)"),
     (re.compile(r"The shape of the mask \[[^\]]*\] at index \d+ does not match the shape of the indexed tensor"),
      "indexing with a boolean mask needs the mask's own shape, without broadcasting: `x.masked_fill(mask, value)` "
      "broadcasts"),

@@ -621,3 +621,16 @@ def _bytes_with_a_float_size(n_layers, n_kv_heads, head_dim, seq_len, batch=1, b
 def test_a_common_exception_is_followed_by_what_it_most_often_means(key, implementation, pointer):
     report = get_exercise(key).run(implementation, seed=0)
     assert not report.passed and pointer in report.message.splitlines()[0]
+
+
+def test_a_mask_passed_where_the_context_goes_is_told_to_pass_it_by_name():
+    """attn(h, mask) in a block: tfm_ref's layer reads the mask as the context, and its error says only that."""
+    from autograde.comparison import compare
+    from autograde.evaluation import Outcome, describe_error
+    from tfm_ref import MultiHeadAttention
+
+    x, mask = torch.randn(1, 3, 4), torch.ones(1, 1, 1, 3, dtype=torch.bool)
+    with pytest.raises(ValueError) as raised:
+        MultiHeadAttention(4, 2)(x, mask)
+    problem, _ = compare(Outcome(output=x), Outcome(error=describe_error(raised.value), error_type="ValueError"))
+    assert problem.startswith("your code raised ValueError: context") and "write attn(x, mask=mask)" in problem

@@ -300,7 +300,8 @@ MASK_MISTAKES = [
             "mask=None means no mask at all, and ~None cannot be computed.",
             "if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))."),
     Mistake("mask ignored", attention_variant(masking="ignored"),
-            "the mask argument is not used, so blocked keys still get weight.",
+            "no key is blocked, so blocked keys still get weight: either the mask argument is not used, or it blocks "
+            "nothing (`~` on an integer mask gives -1 and -2, both true).",
             "if mask is not None: scores = scores.masked_fill(~mask, float('-inf')), before the softmax."),
     Mistake("large negative instead of -inf (fully masked rows)", attention_variant(fill=-1e9),
             "with -1e9 a query whose keys are all blocked gets uniform weights (1/S each) instead of zeros; "

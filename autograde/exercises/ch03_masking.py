@@ -341,9 +341,11 @@ ATTENTION_MASK = Exercise(
              inputs=lambda gen, dims, dtype: Call(_lengths(gen, dims).tolist(), dims["S"], causal=False)),
     ],
     mistakes=[
-        Mistake("padding applied to the queries instead of the keys", _mask_on_queries,
+        # Under the causal mask, padding on the queries alone and on both axes give the same mask: one entry says both.
+        Mistake("padding applied to the queries", _mask_on_queries,
                 "the padding mask says which *keys* are real, so it runs along the last axis S; yours blocks "
-                "padded queries (rows) instead.",
+                "padded queries (rows), instead of the keys or as well as them. A padded query's row is computed "
+                "like any other and ignored later.",
                 "padding_mask(...)[:, None, None, :] (B, 1, 1, S), not [:, None, :, None]."),
         Mistake("masks combined with OR", _mask_or,
                 "a key may be attended only if it is real AND not in the future; with OR either rule alone "

@@ -553,10 +553,12 @@ NOAM = Exercise(
                 "the warmup line must meet the decay step^−0.5 exactly at step = warmup; with warmup^−0.5 it does "
                 "not.",
                 "step * warmup ** -1.5."),
-        Mistake("max instead of min", _noam_max,
-                "the schedule is the smaller of the two terms: the warmup line while step < warmup, then the "
-                "decay; the larger one never warms up.",
-                "min(step ** -0.5, step * warmup ** -1.5)."),
+        # step ** 0.5 in the decay gives the same rates: it stays above the warmup line, which min then picks
+        Mistake("the rate stays on the warmup line (max instead of min, or step^+0.5)", _noam_max,
+                "after warmup the rate decays as step^−0.5; yours keeps rising on the warmup line. Either the two "
+                "terms are combined with max (the schedule is the smaller of them), or the decay is written "
+                "step^0.5, which grows and so is never the smaller.",
+                "min(step ** -0.5, step * warmup ** -1.5), with the minus sign in step ** -0.5."),
         Mistake("step counted from 0 (step + 1)", _noam_step_plus_one,
                 "step already counts from 1, the first update; adding 1 moves the whole schedule one step on.",
                 "use step as it is given."),
