@@ -227,8 +227,11 @@ class _DecoderMasksSwapped(tfm_ref.DecoderBlock):
 
 def _decoder_with(connect, *, causal: bool = True, source_mask: bool = True, inverted_source_mask: bool = False,
                   cross_to_x: bool = False, norm_memory: bool = False, ffn_before_cross: bool = False,
-                  queries_from_input: bool = False, residual_dropout: bool = True) -> type:
-    """A tfm_ref.DecoderBlock wired with ``connect`` and one change."""
+                  queries_from_input: bool = False, residual_dropout: bool = True, arguments_swapped: bool = False,
+                  self_mask_in_cross: bool = False, self_attention_to_memory: bool = False) -> type:
+    """A tfm_ref.DecoderBlock wired with ``connect`` and one change. ``arguments_swapped``: cross_attn(memory, h),
+    the queries from the source; ``self_mask_in_cross``: the look-ahead mask given to the cross-attention too;
+    ``self_attention_to_memory``: the masked self-attention given memory as its context."""
     def forward(self, x, memory=None, self_mask=None, cross_mask=None):
         first = self.self_residual.norm_first
         norm = self.cross_residual.norm
@@ -237,9 +240,14 @@ def _decoder_with(connect, *, causal: bool = True, source_mask: bool = True, inv
         def cross(h):
             context = h if cross_to_x else (norm(memory) if norm_memory and first else memory)
             queries = block_input if queries_from_input else h
-            return self.cross_attn(queries, context, mask=_passed_on(cross_mask, source_mask, inverted_source_mask))
+            mask = self_mask if self_mask_in_cross else _passed_on(cross_mask, source_mask, inverted_source_mask)
+            return self.cross_attn(context, queries, mask=mask) if arguments_swapped else \
+                self.cross_attn(queries, context, mask=mask)
 
-        steps = [(lambda h: self.self_attn(h, mask=self_mask if causal else None), self.self_residual),
+        def attend_to_itself(h):
+            return self.self_attn(h, memory if self_attention_to_memory else None, mask=self_mask if causal else None)
+
+        steps = [(attend_to_itself, self.self_residual),
                  (cross, self.cross_residual), (self.ffn, self.ffn_residual)]
         if ffn_before_cross:
             steps = [steps[0], steps[2], steps[1]]
@@ -300,6 +308,19 @@ DECODER_BLOCK = Exercise(
                 "sublayer; taken from the block's input, they skip that sublayer.",
                 "chain the residuals: x = self.self_residual(x, …); then x = self.cross_residual(x, lambda h: "
                 "self.cross_attn(h, memory, mask=cross_mask)), using h, the argument the wrapper passes."),
+        Mistake("cross-attention's arguments swapped: queries from memory", _decoder_with(residual,
+                                                                                           arguments_swapped=True),
+                "cross_attn(x, context) takes the queries first: the decoder's stream asks, and memory (the "
+                "source) answers with keys and values. Swapped, each source position asks the target instead.",
+                "self.cross_attn(h, memory, mask=cross_mask), h first."),
+        Mistake("the look-ahead mask given to cross-attention", _decoder_with(residual, self_mask_in_cross=True),
+                "cross-attention may see the whole source, every real token: its mask is cross_mask, the source "
+                "padding; self_mask, the look-ahead (T × T), belongs to the self-attention alone.",
+                "self.cross_attn(h, memory, mask=cross_mask)."),
+        Mistake("masked self-attention attends to memory", _decoder_with(residual, self_attention_to_memory=True),
+                "the first sublayer is self-attention: the target attends to itself (no context argument), under "
+                "the look-ahead mask; memory comes in at the second, the cross-attention.",
+                "self.self_attn(h, mask=self_mask), with no context."),
         Mistake("Pre-Norm: memory normalised by the decoder's norm", _decoder_with(residual, norm_memory=True),
                 "the norm applies to the decoder stream only; memory is already normalised by the encoder.",
                 "x + cross_attn(norm(x), memory), with memory as it comes."),
