@@ -163,6 +163,10 @@ def audit(sources: list[str]) -> list[str]:
                     flags.add("dynamic-code")
                 if node.attr in ("threading", "_thread"):  # a module's own import of them (queue.threading)
                     flags.add("introspection")
+                # a widget module under a name of its own: what it re-exports of the reference is the reference
+                if root != "tfm_ref" and bound.startswith("tfm_ref.widgets.") and isinstance(node.value, ast.Name) \
+                        and _reexported(f"{bound}.{node.attr}"):
+                    flags.add("imports-reference")
                 # `import tfm_ref.widgets.x` binds the name tfm_ref, and with it the whole reference
                 if root == "tfm_ref" and bound.startswith("tfm_ref.widgets") and isinstance(node.value, ast.Name) \
                         and node.attr != "widgets":

@@ -118,7 +118,7 @@ def _dispatching(frame: types.FrameType) -> bool:
 
 
 # Taken now, before any student code runs: a cell may rebind sys.setprofile or the builtins the guard uses.
-_setprofile, _getprofile = sys.setprofile, sys.getprofile
+_setprofile, _getprofile, _getframe = sys.setprofile, sys.getprofile, sys._getframe
 _HOOK_SWITCHES = (sys.setprofile, sys.settrace, sys.getprofile, sys.gettrace, threading.setprofile, threading.settrace)
 _mode_depth, _mode_at, _pop_mode = (torch._C._len_torch_function_stack, torch._C._get_function_stack_at,
                                     torch._C._pop_torch_function_stack)
@@ -181,24 +181,34 @@ def other_threads() -> list[str]:
     return running + [f"{unseen} waiting in C code"] * (unseen > 0)
 
 
-def _not_the_graders(frame: types.FrameType | None) -> bool:
-    """Was this call made by code other than the grader's own: the student's, or tfm_ref's, which an allowed method
-    can pass anything on to? Python's and the installed packages' frames (torch's, an asyncio loop's, any library
-    that calls what it is given) pass a call on: the first frame below them decides."""
-    while frame is not None and frame.f_code.co_filename.startswith(_INSTALLED):
+def _not_the_graders(frame: types.FrameType | None, entry: types.FrameType | None) -> bool:
+    """Was this call into the grader's exercise code made by other code (the student's, or tfm_ref's, which an
+    allowed method can pass anything on to)? Python's, the installed packages' and the grader's own frames outside
+    its exercises pass a call on (torch, an asyncio loop, `Call.map_tensors` call what they are given): the first
+    frame below them decides, and none down to the guard's ``entry`` is the grader's."""
+    while frame is not None and frame is not entry:
+        filename = frame.f_code.co_filename
+        if filename.startswith(_EXERCISES_DIR):
+            return False
+        if not filename.startswith((*_INSTALLED, _GRADER_DIR)):
+            return True
         frame = frame.f_back
-    return frame is not None and not frame.f_code.co_filename.startswith(_GRADER_DIR)
+    return False
 
 
 _EVERYWHERE: frozenset[types.CodeType] = frozenset()
+_FACTORY_MADE: frozenset[tuple] = frozenset()
 
 
 def forbid_everywhere(items: Iterable[object]) -> None:
     """Refuse the code of ``items`` in every guard, wherever it is called from: the grader's catalogued mistakes.
-    Called once, before any student code runs; a frozenset, which no cell can empty (and `Snapshot` puts the
-    module's attribute back)."""
-    global _EVERYWHERE
+    Called once, before any student code runs; frozensets, which no cell can empty (and `Snapshot` puts the
+    module's attributes back). Of the closures among them (made by a factory such as `_online_variant`, right with
+    its default keywords) a copy is refused too, under whatever name or file: no student writes one by chance,
+    as they could a short wrong function."""
+    global _EVERYWHERE, _FACTORY_MADE
     _EVERYWHERE = frozenset(key for item in items for kind, key, _ in _entries(item) if kind == "code")
+    _FACTORY_MADE = frozenset(_signature(code) for code in _EVERYWHERE if code.co_freevars)
 
 
 @functools.lru_cache(maxsize=None)
@@ -247,6 +257,7 @@ class Forbid:
         self._allowed = {code for f in allowed if hasattr(f, "__code__") for code in _walk_code(f.__code__)}
         self._allowed_copies = {_signature(code) for code in self._allowed}
         self._previous: list[tuple] = []
+        self._entry: types.FrameType | None = None  # the frame that entered the guard (`__enter__`)
         self.refused: list[ForbiddenCall] = []
 
     def _add(self, item: object) -> None:
@@ -268,7 +279,8 @@ class Forbid:
             if self._dirs and code.co_filename.startswith(self._dirs) and caller is not None \
                     and not caller.f_code.co_filename.startswith(self._dirs):
                 return f"{frame.f_globals.get('__name__', '?')}.{code.co_name}"
-            if code in _EVERYWHERE or code.co_filename.startswith(_EXERCISES_DIR) and _not_the_graders(caller):
+            if code in _EVERYWHERE or code.co_filename.startswith(_EXERCISES_DIR) and _not_the_graders(caller,
+                                                                                                     self._entry):
                 return f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}"
             if code.co_filename.startswith(_COMPILER_DIR) and caller is not None \
                     and not caller.f_code.co_filename.startswith(_TORCH_DIR):
@@ -279,6 +291,8 @@ class Forbid:
                 if caller is not None and not caller.f_code.co_filename.startswith(_TORCH_DIR):
                     return _OPERATORS
             if not code.co_filename.startswith(_INSTALLED + self._dirs):  # the student's code: is it a copy?
+                if code.co_freevars and _signature(code) in _FACTORY_MADE:
+                    return f"a copy of autograde.exercises' {code.co_name}"
                 copied = self._copy_of(code)
                 if copied is not None:
                     return f"a copy of {copied}"
@@ -352,6 +366,7 @@ class Forbid:
         return f"{kind}. Write it with basic tensor operations; this part earns nothing while it does."
 
     def __enter__(self) -> Forbid:
+        self._entry = _getframe(1)  # what lies below it (a notebook cell's check(...), say) is not the checked code
         mode = _RefuseListed(self)
         mode.__enter__()
         hook = self._profile  # this very object, to know the hook again when leaving

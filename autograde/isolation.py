@@ -8,8 +8,8 @@ Used by `autograde.zygote` inside the sandbox, for every notebook:
   left behind; the mounts, IPC objects and sockets go with the namespaces.
 * `drop_privileges` (in the runner): no capabilities, and no way to gain any (``no_new_privs``).
 * `refuse_processes_and_hidden_memory` (in the runner, after `drop_privileges`): a seccomp filter,
-  which nothing can lift, refuses a new process (threads are still allowed), SysV shared memory,
-  memfds and new namespaces or mounts (memory no address-space limit counts: a tmpfs of its own),
+  which nothing can lift, refuses a new process (threads are still allowed), SysV IPC objects, POSIX
+  message queues, memfds and new namespaces or mounts (memory no address-space limit counts: a tmpfs of its own),
   and the kernel's keyrings (which a runner would share with the grader's login session and the
   next runner).
 * `limit_resources`: processes, open files, file size, core dumps and, where no cgroup limits
@@ -123,16 +123,18 @@ _SYSCALLS = {  # the architecture's audit id, then the system calls the filter l
     "x86_64": (0xC000003E, {"clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "shmget": 29,
                             "memfd_create": 319, "add_key": 248, "request_key": 249, "keyctl": 250,
                             "unshare": 272, "setns": 308, "mount": 165, "pivot_root": 155, "open_tree": 428,
-                            "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432}),
+                            "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "semget": 64,
+                            "msgget": 68, "mq_open": 240}),
     "aarch64": (0xC00000B7, {"clone": 220, "clone3": 435, "shmget": 194, "memfd_create": 279, "add_key": 217,
                              "request_key": 218, "keyctl": 219, "unshare": 97, "setns": 268, "mount": 40,
                              "pivot_root": 41, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-                             "fsmount": 432}),
+                             "fsmount": 432, "semget": 190, "msgget": 186, "mq_open": 180}),
 }
-# Refused with EPERM: new processes, memory no limit counts (SysV shared memory, memfds, a tmpfs mounted in a
-# namespace of the runner's own), and the keyrings.
-_REFUSED = ("fork", "vfork", "shmget", "memfd_create", "add_key", "request_key", "keyctl", "unshare", "setns",
-            "mount", "pivot_root", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount")
+# Refused with EPERM: new processes, memory no limit counts (SysV shared memory, semaphores and message queues,
+# POSIX message queues, memfds, a tmpfs mounted in a namespace of the runner's own), and the keyrings.
+_REFUSED = ("fork", "vfork", "shmget", "semget", "msgget", "mq_open", "memfd_create", "add_key", "request_key",
+            "keyctl", "unshare", "setns", "mount", "pivot_root", "open_tree", "move_mount", "fsopen", "fsconfig",
+            "fsmount")
 
 
 CLONE_NAMESPACES = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | \

@@ -229,6 +229,8 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("from torch.overrides import handle_torch_function", "torch-internals"),
     ("from tfm_ref.widgets.attention import softmax  # the reference, re-exported", "imports-reference"),
     ("import tfm_ref.widgets.alignment\nsoftmax = tfm_ref.softmax", "imports-reference"),
+    ("import tfm_ref.widgets.attention as w\nsoftmax = w.softmax", "imports-reference"),
+    ("from tfm_ref.widgets import attention as w\nsoftmax = w.softmax", "imports-reference"),
     ("import operator, sys\nloaded = operator.attrgetter('modules')(sys)", "dynamic-code"),
     ("import pickle\nfork = pickle.loads(b'cposix\\nfork\\n)R.')", "dynamic-code"),
     ("from marshal import loads", "dynamic-code"),
@@ -492,3 +494,38 @@ def _greedy_relaying_a_helper_of_the_checks(model, src, src_mask=None, *, bos_id
 def test_an_allowed_method_that_calls_what_it_is_handed_relays_nothing_off_limits(relayed, named):
     with pytest.raises(CheckFailed, match=f"ForbiddenCall: your code called {named}, which is off limits"):
         check("ch08_encoder_decoder.greedy", relayed)
+
+
+def _the_graders_helper_through_the_graders_utilities(x, dim=-1):
+    """A helper of the checks called by the grader's own `Call.map_tensors`, which calls what it is given."""
+    import functools
+
+    from autograde.exercises.ch09_efficient import _fold
+    from autograde.inputs import Call
+
+    x = x.movedim(dim, -1)
+    m = torch.full((*x.shape[:-1], 1), float("-inf"), dtype=x.dtype)
+    (_, _, total, p, _), = Call(x).map_tensors(functools.partial(_fold, m, torch.zeros_like(m))).args
+    return (p / torch.where(total == 0, torch.ones_like(total), total)).movedim(-1, dim)
+
+
+def _a_catalogued_mistake_under_another_name():
+    """A right-by-default catalogued closure rebuilt under another name and file, as a cell could."""
+    import functools
+    import types
+
+    from autograde.exercises.ch09_efficient import _online_variant
+
+    online = _online_variant()
+    renamed = types.FunctionType(online.__code__.replace(co_name="my_softmax", co_filename="<cell 9>"),
+                                 online.__globals__, "my_softmax", online.__defaults__, online.__closure__)
+    return functools.partial(renamed, block_size=4)
+
+
+@pytest.mark.parametrize(("borrowed", "named"), [
+    (_the_graders_helper_through_the_graders_utilities, r"autograde\.exercises\.ch09_efficient\._fold"),
+    (_a_catalogued_mistake_under_another_name(), r"a copy of autograde\.exercises' my_softmax"),
+])
+def test_the_graders_code_relayed_by_its_own_utilities_or_renamed_earns_nothing(borrowed, named):
+    with pytest.raises(CheckFailed, match=f"ForbiddenCall: your code called {named}, which is off limits"):
+        check("ch01_attention.softmax", borrowed)

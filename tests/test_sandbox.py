@@ -133,8 +133,8 @@ print([os.listdir('/tmp'), os.listdir('/dev/shm'), threading.active_count(), len
 
 def test_a_runner_starts_no_process_and_holds_no_memory_out_of_its_limits_sight(sandbox):
     """A process left by one cell could answer a later check with the reference where the guard does not look;
-    SysV shared memory, memfds and a tmpfs mounted in a namespace of its own hold memory the address-space limit
-    does not count; a keyring is shared with the grader's login session and the next runner. Threads, which
+    SysV shared memory, semaphores and message queues, memfds and a tmpfs mounted in a namespace of its own hold
+    memory the address-space limit does not count; a keyring is shared with the grader's login session and the next runner. Threads, which
     PyTorch uses, still start."""
     refused = value(sandbox, """
 import ctypes, errno, os, subprocess, threading
@@ -148,7 +148,7 @@ def refused(attempt):
 def syscall_refused(number, *args):
     return libc.syscall(number, *args) == -1 and ctypes.get_errno() == errno.EPERM
 machine = os.uname().machine
-shmget, keyctl = {"x86_64": (29, 250), "aarch64": (194, 219)}[machine]
+shmget, keyctl, semget, msgget = {"x86_64": (29, 250, 64, 68), "aarch64": (194, 219, 190, 186)}[machine]
 CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
 ran = []
 thread = threading.Thread(target=lambda: ran.append(True))
@@ -158,8 +158,9 @@ print([refused(os.fork), refused(lambda: subprocess.run(['true'])), refused(lamb
        refused(lambda: os.memfd_create('hidden')), syscall_refused(shmget, 0, 2**20, 0o1600),
        syscall_refused(keyctl, 0, -3, 0), ran == [True],
        libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == -1 and ctypes.get_errno() == errno.EPERM,
-       libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 0, b'size=100%') == -1 and ctypes.get_errno() == errno.EPERM])""")
-    assert refused == [True] * 9
+       libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 0, b'size=100%') == -1 and ctypes.get_errno() == errno.EPERM,
+       syscall_refused(semget, 0, 32000, 0o1600), syscall_refused(msgget, 0, 0o1600)])""")
+    assert refused == [True] * 11
 
 
 def test_limits_stop_a_thread_bomb_a_full_disk_and_a_memory_hog(sandbox):
