@@ -49,7 +49,7 @@ import torch
 
 from . import wire
 from .adapters import AS_BUILT, TRAINING, Dims, FunctionAdapter, ModuleAdapter
-from .comparison import Tolerance, compare, same
+from .comparison import Tolerance, compare, error_hint, same
 from .display import indent, show, show_named
 from .evaluation import CheckFailed, Outcome, evaluate, flatten
 from .inputs import Call, randn, random_dims
@@ -329,7 +329,9 @@ class _Failure:
         if self.stub:
             return (f"✗ {exercise.name}: not written yet — it raises NotImplementedError. Delete the line "
                     "`raise NotImplementedError()` and write your code in its place.")
-        lines = [f"✗ {exercise.name}: {kind} '{case.label}' failed — {self.problem.rstrip('.')}."]
+        # what a common exception most often means, where no catalogued mistake says what it means here
+        problem = self.problem.rstrip(".") + (error_hint(self.got.error) if self.got.error and not self.hint else "")
+        lines = [f"✗ {exercise.name}: {kind} '{case.label}' failed — {problem}."]
         for report in failing_uses:
             first, *rest = report.message.splitlines()
             named = [line for line in rest if line.startswith(MISTAKE_PREFIX)]  # its diagnosis, if it has one
@@ -362,7 +364,8 @@ class _Failure:
         if self.got.trace:
             lines += ["", "Your code raised:", indent(self.got.trace)]
         built = exercise.adapter.describe(exercise.name, self.dims) if hasattr(exercise.adapter, "describe") else None
-        sizes = ", ".join(f"{k}={v}" for k, v in self.dims.items())
+        ladder = {k for shape in exercise.shapes for k in shape}  # the sizes; a case's flags (as_built=1) are not
+        sizes = ", ".join(f"{k}={v}" for k, v in self.dims.items() if k in ladder)
         floating = any(t.is_floating_point() for t in self.call.tensors()) or self.weights
         details = "; ".join([sizes] + ([str(case.dtype)] if floating else []) + (["with gradients"] if case.grad else []))
         lines += ["", f"Smallest failing input ({details}):"]

@@ -18,7 +18,7 @@ from .display import brief
 from .evaluation import Outcome, flatten
 from .integrity import ForbiddenCall
 
-__all__ = ["Tolerance", "tolerance", "difference", "compare", "same"]
+__all__ = ["Tolerance", "tolerance", "difference", "compare", "error_hint", "same"]
 
 # Captured at import, before any student code runs in this process.
 _allclose, _equal, _isfinite = torch.allclose, torch.equal, torch.isfinite
@@ -136,14 +136,18 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
     return None if got == expected else f"the {what} is {brief(got)}, expected {brief(expected)}"
 
 
+def error_hint(error: str) -> str:
+    """What a common exception (``"TypeName: message"``) most often means in a student's code, or ""."""
+    return "".join(f" — {hint}" for pattern, hint in _ERROR_HINTS if pattern.search(error))
+
+
 def compare(expected: Outcome, got: Outcome, override: Tolerance = (None, None),
             names: Sequence[str] = (), output_names: Sequence[str] = ()) -> tuple[str | None, int | None]:
     """What differs between the student's outcome and the reference's (None when nothing does),
     and which gradient, when the output matches but a gradient does not. ``names`` say what
     each gradient is with respect to, ``output_names`` what each item of a tuple output is."""
     if got.error is not None:  # a forbidden call's message already says "your code called …"
-        return (got.error if got.error_type == ForbiddenCall.__name__ else f"your code raised {got.error}"
-                + "".join(f" — {hint}" for pattern, hint in _ERROR_HINTS if pattern.search(got.error))), None
+        return (got.error if got.error_type == ForbiddenCall.__name__ else f"your code raised {got.error}"), None
     problem = difference(expected.output, got.output, override, names=output_names)
     if problem is not None or not expected.grads:
         return problem, None

@@ -371,14 +371,14 @@ def _cache_sizes(gen: torch.Generator) -> dict[str, int]:
 
 def _cache_variant(*, prepend: bool = False, causal: str = "end", update: bool = True, use_cache: bool = True,
                    store_repeated: bool = False, tile_heads: bool = False, detached: bool = False,
-                   repeat_by_g: bool = False):
+                   repeat_by_g: bool = False, repeated: bool = True):
     """One decoding step with one thing done wrong. ``causal``: "end" right, "start" (the triangle
     of a square mask), "none", "strict" (a position does not see itself), "ahead" (it sees the next) or "new
     first" (the triangle on the first T keys, the cached ones after it); ``repeat_by_g``: the G key/value heads
-    repeated G times instead of H / G."""
+    repeated G times instead of H / G; ``repeated=False``: not repeated at all."""
     def cached_attention(q, k, v, k_cache, v_cache):
         n_rep = k.shape[1] if repeat_by_g else q.shape[1] // k.shape[1]
-        repeat = _repeat_tiled if tile_heads else tfm_ref.repeat_kv
+        repeat = _repeat_tiled if tile_heads else tfm_ref.repeat_kv if repeated else (lambda x, n_rep: x)
         if store_repeated:
             k, v, k_cache, v_cache = (repeat(t, n_rep) for t in (k, v, k_cache, v_cache))  # (B, H, ·, Dh)
             n_rep = 1
@@ -461,6 +461,11 @@ CACHED_ATTENTION = Exercise(
                 "the keys are the S cached positions followed by the T new ones: every query sees the whole cache, "
                 "so the mask's triangle sits over its last T columns, not its first.",
                 "torch.ones(T, S + T, dtype=torch.bool).tril(diagonal=S): the cache's columns all True."),
+        Mistake("K/V heads not repeated to H", _cache_variant(repeated=False),
+                "with G < H key/value heads the keys and values have fewer heads than the queries, so their "
+                "scores do not line up (a shape error on the head axis, 1).",
+                "repeat_kv(keys, H // G) and repeat_kv(values, H // G) before attending, with H = q.shape[1] and "
+                "G = k.shape[1]; the cache keeps the G heads."),
         Mistake("K/V heads repeated G times instead of H / G", _cache_variant(repeat_by_g=True),
                 "each of the G key/value heads serves H / G query heads, so it is repeated H / G times; repeated G "
                 "times, the G heads become G·G, which is H only when H = G².",
