@@ -635,11 +635,14 @@ def _fitted(fit_fn):
 
         hook = register_optimizer_step_pre_hook(
             lambda optimizer, args, kwargs: stepped.append(_optimizer_settings(optimizer)))
+        stream = one_at_a_time(_batches(src, src_mask, tgt))
         try:
-            history = fit_fn(model, one_at_a_time(_batches(src, src_mask, tgt)), d_model=d_model, warmup=warmup,
-                             factor=factor, smoothing=smoothing)
+            history = fit_fn(model, stream, d_model=d_model, warmup=warmup, factor=factor, smoothing=smoothing)
         finally:
             hook.remove()
+            # closed here, not when collected: a fit that stopped early would leave it to be finalised during a
+            # later check, as a call into the grader's code
+            stream.close()
         if not isinstance(history, (list, tuple)) or len(history) != len(src) \
                 or not all(isinstance(loss, (int, float)) or torch.is_tensor(loss) and loss.numel() == 1
                            for loss in history):
