@@ -6,8 +6,10 @@ the grader's guarantees never rest on them (see autograde/README.md). Only the s
 cells are audited.
 
 Flags: ``imports-reference`` (tfm_ref, except tfm_ref.widgets), ``imports-grader`` (autograde),
-``patches-modules`` (assigning attributes of imported modules, ``setattr``, ``__code__``,
-``sys.modules``, ``builtins``), ``reads-files`` (``open``, ``Path.read_*``, ``os``/``shutil``
+``patches-modules`` (assigning attributes of the modules the grader relies on — torch, numpy, math,
+tfm_ref, autograde —, ``setattr`` on them or by a computed name, ``__code__``, ``sys.modules``,
+``builtins``; ``getattr(F, "relu")``, ``setattr(self, f"layer{i}", …)`` and ``vars(config)`` are plain),
+``reads-files`` (``open``, ``Path.read_*``, ``os``/``shutil``
 file functions, ``torch.load``…), ``runs-commands`` (``subprocess``, ``os.system``, ``socket``,
 ``os.fork``, ``os.kill``), ``dynamic-code`` (``exec``, ``eval``, ``compile``, ``__import__``,
 ``importlib``, ``pickle`` and the other deserializers, whose loads call what their data names; such a
@@ -40,11 +42,12 @@ _INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "threading", "_thread", "si
 _INTROSPECTION_ATTRIBUTES = {
     "_getframe", "_current_frames", "settrace", "setprofile", "addaudithook", "meta_path", "path_hooks",
     "f_back", "f_locals", "f_globals", "f_builtins", "gi_frame", "cr_frame", "tb_frame", "tb_next",
-    "__globals__", "__closure__", "__code__", "__subclasses__", "__bases__", "__mro__", "__class__", "__dict__",
+    "__globals__", "__closure__", "__code__", "__subclasses__", "__bases__", "__mro__", "__dict__",
     "__builtins__", "__self__", "__func__", "__wrapped__", "__getattribute__", "__reduce__", "__reduce_ex__",
     "getprofile", "gettrace", "__setattr__", "to_thread", "__traceback__",
 }
 _TORCH_INTERNALS = {"ops", "_C", "jit", "_ops", "overrides"}  # attributes of torch
+_PLAIN_NAMES = {"types.SimpleNamespace"}  # in a flagged module, but a plain record
 MAX_AUDITED_CHARS = 200_000
 """A code cell longer than this is not parsed (the parser's memory grows some 600-fold with it): it is flagged."""
 _PROCESS_CALLS = {"fork", "forkpty", "kill", "killpg", "setsid", "execv", "execve", "execvp", "spawnv", "posix_spawn",
@@ -60,6 +63,28 @@ def _reexported(name: str) -> bool:
     except ImportError:  # ``name`` is a module itself
         return False
     return callable(found) and not str(getattr(found, "__module__", "")).startswith("tfm_ref.widgets")
+
+
+def _guarded(module: str | None) -> bool:
+    """Is ``module`` (what a name was imported as) one the grader relies on, whose attributes a cell must not set?"""
+    return module is not None and (module.split(".")[0] in ("torch", "numpy", "tfm_ref", "autograde", "math")
+                                   or module in ("sys", "builtins"))
+
+
+def _plain_attribute_call(call: ast.Call, imported: dict[str, str]) -> bool:
+    """``getattr(F, "relu")``, ``setattr(self, f"layer{i}", …)``, ``vars(config)``: an attribute of the student's
+    own object (or one read by a name written out, not a private one), as plain as ``obj.name`` is."""
+    name = call.func.id if isinstance(call.func, ast.Name) else ""
+    if name == "vars":
+        return len(call.args) == 1 and not _guarded(imported.get(_root_name(call.args[0]) or ""))
+    if name not in ("getattr", "setattr", "delattr", "hasattr") or len(call.args) < 2:
+        return False
+    target, attribute = _root_name(call.args[0]) or "", call.args[1]
+    spelled = isinstance(attribute, ast.Constant) and isinstance(attribute.value, str) \
+        and not attribute.value.startswith("_") and attribute.value not in _INTROSPECTION_ATTRIBUTES
+    own = target not in imported and target not in ("sys", "builtins", "__builtins__")
+    return (spelled and (name in ("getattr", "hasattr") or own)) or (own and name != "getattr"
+                                                                      and isinstance(attribute, ast.JoinedStr))
 
 
 def _root_name(node: ast.AST) -> str | None:
@@ -92,8 +117,8 @@ def _module_flags(module: str) -> set[str]:
         flags.add("runs-commands")
     if top in ("importlib", "builtins") or top in _DESERIALIZERS or module == "sys.modules":
         flags.add("dynamic-code")
-    if top in _INTROSPECTION_MODULES or module in _INTROSPECTION_MODULES or \
-            module.rpartition(".")[2] in _INTROSPECTION_ATTRIBUTES:
+    if (top in _INTROSPECTION_MODULES or module in _INTROSPECTION_MODULES or
+            module.rpartition(".")[2] in _INTROSPECTION_ATTRIBUTES) and module not in _PLAIN_NAMES:
         flags.add("introspection")
     if top == "torch" and module.split(".")[1:2] and module.split(".")[1] in _TORCH_INTERNALS:
         flags.add("torch-internals")
@@ -126,17 +151,20 @@ def audit(sources: list[str]) -> list[str]:
                     if isinstance(target, (ast.Attribute, ast.Subscript)):
                         root = _root_name(target)
                         attr = target.attr if isinstance(target, ast.Attribute) else ""
-                        if root in imported or root in ("sys", "builtins", "__builtins__") or attr.startswith("__"):
+                        if _guarded(imported.get(root)) or root in ("sys", "builtins", "__builtins__") \
+                                or attr.startswith("__"):
                             flags.add("patches-modules")
             elif isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
                 root = _root_name(func) if isinstance(func, ast.Attribute) else None
-                if name in _PATCH_CALLS:
+                plain = isinstance(func, ast.Name) and _plain_attribute_call(node, imported)
+                if name in _PATCH_CALLS and not plain:
                     flags.add("patches-modules")
                 # exec, eval and compile as builtins: `model.eval()` and `torch.compile` are not them
-                if name in _DYNAMIC - _PATCH_CALLS and (name not in _CODE_BUILTINS or isinstance(func, ast.Name)
-                                                        or root in ("builtins", "__builtins__")):
+                if name in _DYNAMIC - _PATCH_CALLS and not plain and (name not in _CODE_BUILTINS
+                                                                      or isinstance(func, ast.Name)
+                                                                      or root in ("builtins", "__builtins__")):
                     flags.add("dynamic-code")
                 if name == "open" or (name in _FILE_CALLS and (root is None or imported.get(root, root).split(".")[0] in _FILE_MODULES)):
                     if name not in ("load", "copy") or root is not None:
@@ -155,7 +183,9 @@ def audit(sources: list[str]) -> list[str]:
             if isinstance(node, ast.Attribute):
                 root = _root_name(node) or ""
                 bound = imported.get(root, root)  # `torch` unimported in this cell: the setup cell's
-                if node.attr in _INTROSPECTION_ATTRIBUTES:
+                own_class = isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
+                    and node.value.func.id == "super"  # super().__setattr__ in a module's own __setattr__
+                if node.attr in _INTROSPECTION_ATTRIBUTES and not own_class:
                     flags.add("introspection")
                 if (node.attr in _TORCH_INTERNALS and bound.split(".")[0] == "torch") or node.attr == "as_subclass":
                     flags.add("torch-internals")

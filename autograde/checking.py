@@ -342,7 +342,9 @@ class _Failure:
             if self.fix and reveal_fix:
                 lines.append(FIX_PREFIX + self.fix)  # folded behind a toggle on the feedback page
             elif self.fix:
-                lines.append("(Try again; if the same mistake fails again, the check shows how to fix it.)")
+                # the fix is kept per kernel: a run of nbgrader validate, a new process each time, never shows it
+                lines.append("(Try again in the notebook; if the same mistake fails again there, the check shows how "
+                             "to fix it.)")
         if self.random and self.dims.get(AS_BUILT):  # the module's own initial values, not its weights loaded
             lines.append("Your module, built twice, gives two different outputs on this same input, and the "
                          "reference's does not: its initial values are drawn at random. A new module starts "

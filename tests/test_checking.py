@@ -290,6 +290,7 @@ def test_the_fix_is_shown_only_when_the_same_mistake_fails_again():
     with pytest.raises(CheckFailed) as first:
         staged.check(forgot_factor)
     assert "the output is x itself." in str(first.value) and "return x * factor" not in str(first.value)
+    assert "Try again in the notebook" in str(first.value)  # a run of nbgrader validate, a process each, shows none
     with pytest.raises(CheckFailed) as second:
         staged.check(forgot_factor)
     assert "How to fix it: return x * factor" in str(second.value)

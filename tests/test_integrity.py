@@ -238,6 +238,10 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("g = getattr\nswitch = g(sys, 'setprofile')", "dynamic-code"),
     ("g = getattr\nswitch = g(sys, 'setprofile')", "introspection"),
     ("frames = getattr(error, '__traceback__')", "introspection"),
+    ("setattr(obj, name, 1)", "patches-modules"),
+    ("x.__class__ = Plain", "patches-modules"),
+    ("names = vars()", "dynamic-code"),
+    ("import tfm_ref\nsoftmax = vars(tfm_ref)['softmax']", "dynamic-code"),
     ("import queue\nthreads = queue.threading", "introspection"),
     ("class Sly(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
      "        return func(*args, **(kwargs or {}))", "torch-internals"),
@@ -248,6 +252,21 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
 ])
 def test_audit_flags_what_student_code_should_not_do(code, flag):
     assert flag in audit([code])
+
+
+@pytest.mark.parametrize("code", [
+    "activation = getattr(F, 'relu')",
+    "settings = vars(config)",
+    "for i in range(3):\n    setattr(self, f'layer{i}', nn.Linear(4, 4))",
+    "import matplotlib.pyplot as plt\nplt.rcParams['figure.dpi'] = 100",
+    "from types import SimpleNamespace\nbatch = SimpleNamespace(src=src)",
+    "name = self.__class__.__name__",
+    "super().__setattr__('weight', weight)",
+    "if hasattr(model, 'encode'):\n    memory = model.encode(src)",
+])
+def test_audit_leaves_ordinary_code_clean(code):
+    """What an honest notebook writes: an attribute named in full, a plotting setting, a record."""
+    assert audit([code]) == []
 
 
 def test_audit_leaves_ordinary_solutions_and_widgets_clean():
