@@ -167,6 +167,11 @@ class Exercise:
     def tolerance(self) -> Tolerance:
         return (self.rtol, self.atol)
 
+    @property
+    def ladder_keys(self) -> set[str]:
+        """The keys of ``shapes``: the sizes (and offsets) an input is shrunk along; a case's other keys are flags."""
+        return {k for shape in self.shapes for k in shape}
+
     def run(self, candidate: Callable | Candidate, hidden: bool = False, *, guarded: bool = True,
             seed: int | None = None, reveal_fix: bool = True) -> Report:
         """Run the visible (or visible + hidden) cases; never raises for a wrong answer.
@@ -366,8 +371,7 @@ class _Failure:
         if self.got.trace:
             lines += ["", "Your code raised:", indent(self.got.trace)]
         built = exercise.adapter.describe(exercise.name, self.dims) if hasattr(exercise.adapter, "describe") else None
-        ladder = {k for shape in exercise.shapes for k in shape}  # the sizes; a case's flags (as_built=1) are not
-        sizes = ", ".join(f"{k}={v}" for k, v in self.dims.items() if k in ladder)
+        sizes = ", ".join(f"{k}={v}" for k, v in self.dims.items() if k in exercise.ladder_keys)  # no flags
         floating = any(t.is_floating_point() for t in self.call.tensors()) or self.weights
         details = "; ".join([sizes] + ([str(case.dtype)] if floating else []) + (["with gradients"] if case.grad else []))
         lines += ["", f"Smallest failing input ({details}):"]
@@ -450,7 +454,7 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
         _diagnose(exercise, case, failure, seed, candidate=candidate)
         if failure.hint is None and failure.got.error is None:
             failure.random = _random_where_the_reference_is_not(exercise, case, candidate, failure, seed)
-    ladder = {k for shape in exercise.shapes for k in shape}
+    ladder = exercise.ladder_keys
     flags = {k: v for k, v in dims.items() if k not in ladder}
     sizes = ladder - set(exercise.offsets)
     kind = _failure_kind(failure.expected, failure.got)
@@ -582,9 +586,8 @@ def _failure_kind(expected: Outcome, got: Outcome) -> str | None:
     pairs = list(zip(flatten(expected.output), flatten(got.output)))
     if any(isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.shape != g.shape for e, g in pairs):
         return "shape"
-    for e, g in pairs:
-        if isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.shape == g.shape \
-                and e.device == g.device and not e.is_meta \
+    for e, g in pairs:  # the shapes agree here
+        if isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.device == g.device and not e.is_meta \
                 and e.is_floating_point() and g.is_floating_point() and bool((e.isfinite() & ~g.isfinite()).any()):
             return "non-finite"
     return None

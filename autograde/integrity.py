@@ -265,8 +265,9 @@ class Forbid:
             entries = _entries(item)
         except TypeError:  # an unhashable item: worked out again
             entries = _entries.__wrapped__(item)
+        tables = {"code": self._codes, "builtin": self._builtins, "method": self._tensor_methods}
         for kind, key, name in entries:
-            {"code": self._codes, "builtin": self._builtins, "method": self._tensor_methods}[kind][key] = name
+            tables[kind][key] = name
 
     def _blocked(self, frame: types.FrameType, event: str, arg: object) -> str | None:
         caller = frame.f_back if event == "call" else frame

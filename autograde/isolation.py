@@ -9,9 +9,9 @@ Used by `autograde.zygote` inside the sandbox, for every notebook:
 * `drop_privileges` (in the runner): no capabilities, and no way to gain any (``no_new_privs``).
 * `refuse_processes_and_hidden_memory` (in the runner, after `drop_privileges`): a seccomp filter,
   which nothing can lift, refuses a new process (threads are still allowed), SysV IPC objects, POSIX
-  message queues, memfds and new namespaces or mounts (memory no address-space limit counts: a tmpfs of its own),
-  and the kernel's keyrings (which a runner would share with the grader's login session and the
-  next runner).
+  message queues, memfds and new namespaces or mounts (memory no address-space limit counts: a tmpfs
+  of its own), and the kernel's keyrings (which a runner would share with the grader's login session
+  and the next runner).
 * `limit_resources`: processes, open files, file size, core dumps and, where no cgroup limits
   memory, the address space.
 
@@ -116,6 +116,8 @@ PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
 BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_JSET_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 CLONE_THREAD, CLONE_NEWCGROUP = 0x00010000, 0x02000000
+CLONE_NAMESPACES = (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
+                    | CLONE_NEWNET)
 X32_SYSCALL_BIT = 0x40000000
 EPERM, ENOSYS = 1, 38
 
@@ -135,10 +137,6 @@ _SYSCALLS = {  # the architecture's audit id, then the system calls the filter l
 _REFUSED = ("fork", "vfork", "shmget", "semget", "msgget", "mq_open", "memfd_create", "add_key", "request_key",
             "keyctl", "unshare", "setns", "mount", "pivot_root", "open_tree", "move_mount", "fsopen", "fsconfig",
             "fsmount")
-
-
-CLONE_NAMESPACES = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | \
-    CLONE_NEWNET
 
 
 class _SockFilter(ctypes.Structure):
@@ -174,13 +172,13 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
 
 
 def refuse_processes_and_hidden_memory() -> None:
-    """From now on, in this process and its threads: no new process, no SysV shared memory or memfd, no new
-    namespace or mount, no keyring.
+    """From now on, in this process and its threads: no new process, no SysV IPC object, POSIX message queue or
+    memfd, no new namespace or mount, no keyring (`_REFUSED`).
 
     A process left running by one cell could answer a later check with the reference, out of the guard's
-    sight; memory a process does not map (shared memory, a tmpfs mounted in a user namespace of its own) is not
-    counted by the address-space limit; and the kernel's keyrings are shared with the grader's session. Needs
-    ``no_new_privs`` (`drop_privileges`).
+    sight; memory a process does not map (shared memory, semaphores, message queues, a tmpfs mounted in a user
+    namespace of its own) is not counted by the address-space limit; and the kernel's keyrings are shared with the
+    grader's session. Needs ``no_new_privs`` (`drop_privileges`).
     """
     program = seccomp_program(os.uname().machine)
     instructions = (_SockFilter * len(program))(*(_SockFilter(*i) for i in program))

@@ -446,6 +446,9 @@ _KV_SPLIT_HINT = ("k_proj and v_proj have G·Dh outputs, one block per key/value
 _KV_SPLIT_FIX = ("split_heads(self.k_proj(source), self.n_kv_heads) (and v likewise), then repeat them to the H "
                  "query heads: repeat_kv(k, self.n_heads // self.n_kv_heads).")
 
+KV_REPEATED_BY_G_HINT = ("each of the G key/value heads serves H / G query heads, so it is repeated H / G times; "
+                         "repeated G times, the G heads become G·G, which is H only when H = G².")
+
 MULTIHEAD_MISTAKES = [
     Mistake("reshape without transpose when splitting heads", _MHAReshapeSplit,
             "reshaping a projection (B, T, H·Dh) straight to (B, H, T, Dh) mixes positions into heads.",
@@ -465,8 +468,7 @@ MULTIHEAD_MISTAKES = [
     Mistake("K/V split into H heads instead of G, and not repeated", _MHAKVSplitIntoQueryHeadsOnly,
             _KV_SPLIT_HINT, _KV_SPLIT_FIX),
     Mistake("K/V heads repeated G times instead of H / G", _MHAKVRepeatedByG,
-            "each of the G key/value heads serves H / G query heads, so it is repeated H / G times; repeated G "
-            "times, the G heads become G·G, which is H only when H = G².",
+            KV_REPEATED_BY_G_HINT,
             "k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep) with n_rep = self.n_heads // self.n_kv_heads."),
     Mistake("K/V heads not repeated to H", _MHAKVNotRepeated,
             "with G < H key/value heads the keys and values have fewer heads than the queries, so they do not "

@@ -26,7 +26,7 @@ import tfm_ref
 
 from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
 from .ch01_attention import ATTENTION_LIBRARY, ATTENTION_MISTAKES, MASK_MISTAKES, SOFTMAX_LIBRARY, _qkv
-from .ch02_multihead import _repeat_tiled
+from .ch02_multihead import KV_REPEATED_BY_G_HINT, _repeat_tiled
 
 __all__ = ["ONLINE_SOFTMAX", "TILED_ATTENTION", "CACHED_ATTENTION", "EXERCISES"]
 
@@ -467,8 +467,7 @@ CACHED_ATTENTION = Exercise(
                 "repeat_kv(keys, H // G) and repeat_kv(values, H // G) before attending, with H = q.shape[1] and "
                 "G = k.shape[1]; the cache keeps the G heads."),
         Mistake("K/V heads repeated G times instead of H / G", _cache_variant(repeat_by_g=True),
-                "each of the G key/value heads serves H / G query heads, so it is repeated H / G times; repeated G "
-                "times, the G heads become G·G, which is H only when H = G².",
+                KV_REPEATED_BY_G_HINT,
                 "repeat_kv(x, H // G), with H = q.shape[1] and G = k.shape[1]."),
         Mistake("wrong K/V head grouping: heads tiled", _cache_variant(tile_heads=True),
                 "query head i uses key/value head i // (H/G); yours come out tiled, pairing head i with i % G.",
