@@ -36,6 +36,8 @@ What it does, and why:
   skips most of the padding (date sources fill about half their width). That pays on a CPU in
   float32, where the matrix products are the time; in bf16 or on a GPU the extra passes cost
   what the padding saved, so ``0`` (the default) picks 2 on a CPU in float32 and 1 elsewhere.
+  Compiled, it picks 1: the groups' widths change from step to step, and each new width would
+  compile again on the clock. Groups asked for share one graph with dynamic shapes instead.
 * A checkpoint (every ``checkpoint_every`` steps, or at every evaluation) holds the model, the
   optimizer, and the random generators' states (CPU, and the GPU's on CUDA: dropout draws from
   them), so that a resumed run ends bit for bit as the uninterrupted one.
@@ -105,7 +107,7 @@ class TrainConfig:
     task: str = "dates"
     steps: int = 2000
     batch_size: int = 256  # global batch, split across data-parallel ranks
-    length_buckets: int = 0  # passes per step over rows of similar source length; 0: 2 on a CPU in float32, else 1
+    length_buckets: int = 0  # passes per step over rows of similar source length; 0: 2 on a CPU in float32 uncompiled, else 1
     lr: float = 2e-3  # the peak learning rate, reached at the end of the warmup
     schedule: str = "cosine"  # "cosine": warmup then cosine decay; "noam": the 2017 schedule (1/√step decay)
     warmup: int = 100
@@ -402,15 +404,17 @@ def train(cfg: TrainConfig | None = None, **overrides) -> dict:
     if distributed:
         trained = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     loss_sum_of = token_loss_sum
+    # compiled, one pass per step unless asked: trimmed groups change width from step to step
+    length_buckets = cfg.length_buckets or (2 if device.type == "cpu" and dtype is None and not cfg.compile else 1)
     if cfg.compile:
-        trained = torch.compile(trained, mode=cfg.compile_mode)
+        # groups of varying width share one graph (dynamic), compiled in `warm_up`, not once per width on the clock
+        trained = torch.compile(trained, mode=cfg.compile_mode, dynamic=True if length_buckets > 1 else None)
         loss_sum_of = torch.compile(token_loss_sum, mode=cfg.compile_mode)
     eval_data = task.eval_set(cfg.eval_size).to(device)
     full_eval = eval_chunks(eval_data, device)
     eval_sets = {"full": full_eval,
                  "quick": eval_chunks(eval_data[:cfg.quick_eval_size], device) if cfg.quick_eval_size else full_eval}
     per_rank = cfg.batch_size // world
-    length_buckets = cfg.length_buckets or (2 if device.type == "cpu" and dtype is None else 1)
 
     def save_checkpoint(step: int) -> None:
         if rank == 0:
