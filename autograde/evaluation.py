@@ -9,6 +9,7 @@ module's parameters (sorted by name).
 from __future__ import annotations
 
 import contextlib
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -118,10 +119,23 @@ def describe_error(error: BaseException) -> str:
 
 
 def _student_traceback(error: BaseException) -> str:
-    """The traceback frames outside the grader and torch: the student's own lines."""
-    frames = [f for f in _frames(error) if "/autograde/" not in f.filename and "/torch/" not in f.filename]
+    """The traceback frames outside the grader and torch: the student's own lines, a notebook cell's
+    named as Jupyter names it (``Cell In[5]``) rather than by the kernel's temporary file."""
+    frames = [traceback.FrameSummary(_cell_name(f.filename), f.lineno, f.name, line=f.line)
+              for f in _frames(error) if "/autograde/" not in f.filename and "/torch/" not in f.filename]
     lines = traceback.format_list(frames) + [describe_error(error) + "\n"]
     return "".join(lines).rstrip()
+
+
+def _cell_name(filename: str) -> str:
+    """``Cell In[5]`` for the file IPython compiled input 5 as (``/tmp/ipykernel_…/….py``), else ``filename``."""
+    ipython = sys.modules.get("IPython")  # only where a notebook runs: never imported here for this
+    shell = ipython.get_ipython() if ipython is not None else None
+    try:
+        label = shell.compile.format_code_name(filename) if shell is not None else None
+    except Exception:  # another IPython's compiler, without this method
+        label = None
+    return " ".join(label) if label else filename
 
 
 def _frames(error: BaseException) -> Iterator[traceback.FrameSummary]:

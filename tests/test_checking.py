@@ -643,3 +643,17 @@ def test_a_common_exceptions_general_meaning_gives_way_to_a_named_mistake():
 
     report = get_exercise("ch02_multihead.multihead").run(_MHAKVNotRepeated, guarded=False, seed=0)
     assert "K/V heads not repeated to H" in report.message and "keepdim" not in report.message
+
+
+def test_a_notebook_cells_line_is_named_as_jupyter_names_it_not_by_the_kernels_temporary_file():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_cell("def crashes(x, factor=2.0):\n    raise IndexError('oops')", store_history=True)
+        count = shell.execution_count - 1
+        report = TOY.run(shell.user_ns["crashes"])
+    finally:
+        InteractiveShell.clear_instance()
+    assert f'File "Cell In[{count}]", line 2, in crashes' in report.message
+    assert "raise IndexError('oops')" in report.message
