@@ -33,7 +33,7 @@ from .autograded import Recorder
 from .collection import CollectionError, extract_zip, find_submissions, shown, without_assignments
 from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
 from .gradebook import GradebookError, has_assignment
-from .notebook import merge
+from .notebook import merge, solution_sources
 from .pool import SlotError, SlotPool
 from .release import release, source_notebook
 from .sandbox import Limits
@@ -124,7 +124,8 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
             raise GradingError(str(error)) from None
     stubs = {(a, c.grade_id): c.source for a, pair in assets.items() for c in merge(*pair, None)
              if c.kind == "student" and c.grade_id}
-    for row, flags in zip(rows, similarity_flags(rows, stubs)):
+    solutions = {(a, grade_id): code for a, (source, _) in assets.items() for grade_id, code in solution_sources(source).items()}
+    for row, flags in zip(rows, similarity_flags(rows, stubs, solutions=solutions)):
         row["flags"] = sorted({*row["flags"], *flags})
     rows.sort(key=lambda r: (r["student_id"], r["assignment"]))
     _write_csv(out / "grades.csv", rows)

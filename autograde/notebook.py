@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["GradedCell", "load_notebook", "merge", "max_score", "is_widget"]
+__all__ = ["GradedCell", "load_notebook", "merge", "max_score", "is_widget", "solution_sources"]
 
 
 @dataclass
@@ -126,6 +126,11 @@ def merge(source: nbformat.NotebookNode, release: nbformat.NotebookNode,
             cells.append(GradedCell(kind, original.source, grade_id, points, released.metadata))
     cells += [GradedCell("student", code) for code in trailing]
     return cells
+
+
+def solution_sources(source: nbformat.NotebookNode) -> dict[str, str]:
+    """The instructor's solution cells of a source notebook, by grade_id."""
+    return {_meta(c)["grade_id"]: c.source for c in source.cells if _kind(c) == "student" and _meta(c).get("grade_id")}
 
 
 def max_score(cells: list[GradedCell]) -> float:

@@ -13,7 +13,9 @@ student starts from) are dropped. A cell with at least ``MIN_FINGERPRINTS`` left
   student agree that much (Jaccard).
 
 Short solutions that everyone writes the same way (``x.transpose(1, 2)``) stay under the size
-threshold: they say nothing about copying.
+threshold: they say nothing about copying. Nor does a likeness to a piece of tfm_ref that the
+instructor's own solution has too (the natural softmax or greedy loop is tfm_ref's): that piece is
+not compared for that cell.
 """
 from __future__ import annotations
 
@@ -83,27 +85,32 @@ def _tfm_ref_pieces(package: Path) -> Iterator[tuple[str, set[int]]]:
                 yield f"{module}.{node.name}", fingerprints(ast.get_source_segment(source, node) or "")
 
 
-def similarity_flags(rows: list[dict], stubs: dict[tuple[str, str], str], package: Path = TFM_REF) -> list[set[str]]:
+def similarity_flags(rows: list[dict], stubs: dict[tuple[str, str], str], package: Path = TFM_REF,
+                     solutions: dict[tuple[str, str], str] | None = None) -> list[set[str]]:
     """The similarity flags of each row (rows carry ``code``: grade_id → the student's solution).
 
     ``stubs`` ((assignment, grade_id) → the released cell) are subtracted first; ``package`` is
-    tfm_ref's source folder.
+    tfm_ref's source folder; ``solutions`` ((assignment, grade_id) → the instructor's solution cell)
+    name the pieces of tfm_ref that say nothing about a cell, those its own solution resembles.
     """
     pieces = list(_tfm_ref_pieces(package))
+
+    def evidence(code: str, cell: tuple[str, str]) -> set[int]:
+        found = fingerprints(code) - fingerprints(stubs.get(cell, ""))
+        return found if len(found) >= MIN_FINGERPRINTS else set()
+
+    def like(mine: set[int]) -> set[str]:
+        return {name for name, theirs in pieces if mine and len(mine & theirs) >= OVERLAP * len(mine)}
+
+    natural = {cell: like(evidence(code, cell)) for cell, code in (solutions or {}).items()}
     prints: list[dict[str, set[int]]] = []
     for row in rows:
-        cells = {}
-        for grade_id, code in row.get("code", {}).items():
-            found = fingerprints(code) - fingerprints(stubs.get((row["assignment"], grade_id), ""))
-            if len(found) >= MIN_FINGERPRINTS:
-                cells[grade_id] = found
-        prints.append(cells)
+        cells = {grade_id: evidence(code, (row["assignment"], grade_id)) for grade_id, code in row.get("code", {}).items()}
+        prints.append({grade_id: found for grade_id, found in cells.items() if found})
     flags: list[set[str]] = [set() for _ in rows]
     for i, row in enumerate(rows):
         for grade_id, mine in prints[i].items():
-            for name, theirs in pieces:
-                if len(mine & theirs) >= OVERLAP * len(mine):
-                    flags[i].add(f"similar-to:{name}")
+            flags[i] |= {f"similar-to:{name}" for name in like(mine) - natural.get((row["assignment"], grade_id), set())}
             for j in range(i + 1, len(rows)):
                 other = prints[j].get(grade_id)
                 if other and rows[j]["assignment"] == row["assignment"] \

@@ -1,6 +1,7 @@
 """Near copies are flagged with what they resemble; short code everyone writes alike, and the stub
 every student starts from, are not."""
 import inspect
+import re
 
 import tfm_ref
 from autograde.similarity import MIN_FINGERPRINTS, fingerprints, similarity_flags
@@ -58,3 +59,23 @@ def test_an_overlong_line_never_reaches_the_tokenizer_and_hides_no_copy_beside_i
     flags = similarity_flags([_row("a", _renamed_copy_of_tfm_ref() + "\n" + stall)], {})
     assert max(len(line) for source in seen for line in source.split("\n")) <= similarity.MAX_LINE_CHARS
     assert "similar-to:tfm_ref.decoding.greedy_decode" in flags[0]
+
+
+def test_a_likeness_that_the_instructors_own_solution_shares_is_not_evidence():
+    """ch08's greedy loop written the natural way is tfm_ref's: the instructor's solution is flagged against
+    it too, so a student's is not; a copy of a piece the solution does not resemble still is."""
+    import nbformat
+
+    from autograde.notebook import solution_sources
+    from autograde.course import ROOT
+    from autograde.release import source_notebook
+
+    cell = ("ch08_encoder_decoder", "greedy")
+    solution = solution_sources(nbformat.read(source_notebook(cell[0], ROOT / "solutions"), 4))[cell[1]]
+    # the released stub, as nbgrader cuts it (the fingerprints of its signature and docstring are no evidence)
+    stubs = {cell: re.sub(r"### BEGIN SOLUTION.*### END SOLUTION", "raise NotImplementedError()", solution, flags=re.S)}
+    rows = [{"student_id": "a", "assignment": cell[0], "code": {cell[1]: solution}}]
+    assert "similar-to:tfm_ref.decoding.greedy_decode" in similarity_flags(rows, stubs)[0], "it does resemble tfm_ref"
+    assert similarity_flags(rows, stubs, solutions={cell: solution}) == [set()]
+    copied = [{"student_id": "b", "assignment": cell[0], "code": {cell[1]: inspect.getsource(tfm_ref.beam_search)}}]
+    assert any(f.startswith("similar-to:tfm_ref.beam_search") for f in similarity_flags(copied, stubs, solutions={cell: solution})[0])
