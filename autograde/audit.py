@@ -14,8 +14,8 @@ file functions, ``torch.load``…), ``runs-commands`` (``subprocess``, ``os.syst
 ``os.fork``, ``os.kill``), ``dynamic-code`` (``exec``, ``eval``, ``compile``, ``__import__``,
 ``importlib``, ``pickle`` and the other deserializers, whose loads call what their data names; such a
 builtin under another name), ``introspection`` (the tools that reach into the running interpreter: ``gc``,
-``inspect``, ``ctypes``, threads (``asyncio`` too), signals, frames, ``sys.settrace``, ``sys.getprofile``,
-an object's ``__globals__``, ``__closure__``, ``__subclasses__``, ``object.__setattr__`` …),
+``inspect`` but for ``inspect.signature`` and its like, ``ctypes``, threads (``asyncio`` too), signals, frames,
+``sys.settrace``, ``sys.getprofile``, an object's ``__globals__``, ``__closure__``, ``__subclasses__``, ``object.__setattr__`` …),
 ``torch-internals`` (``torch.ops``, torch's ``_C`` extension, ``torch.jit``, ``Tensor.as_subclass``: doors
 to the library's work that no exercise needs), ``syntax-error``, and ``unaudited-code`` (a cell too large
 or too deeply nested to read: look at it).
@@ -48,6 +48,9 @@ _INTROSPECTION_ATTRIBUTES = {
 }
 _TORCH_INTERNALS = {"ops", "_C", "jit", "_ops", "overrides"}  # attributes of torch
 _PLAIN_NAMES = {"types.SimpleNamespace"}  # in a flagged module, but a plain record
+# what of ``inspect`` reads a function's declared face, not the running interpreter: ``import inspect`` is judged by
+# its uses (``inspect.signature(f)`` is plain, ``inspect.currentframe()`` or the module handed on is not)
+_PLAIN_INSPECT = {"signature", "Signature", "Parameter", "isclass", "isfunction", "ismethod", "isgeneratorfunction"}
 MAX_AUDITED_CHARS = 200_000
 """A code cell longer than this is not parsed (the parser's memory grows some 600-fold with it): it is flagged."""
 _PROCESS_CALLS = {"fork", "forkpty", "kill", "killpg", "setsid", "execv", "execve", "execvp", "spawnv", "posix_spawn",
@@ -117,8 +120,9 @@ def _module_flags(module: str) -> set[str]:
         flags.add("runs-commands")
     if top in ("importlib", "builtins") or top in _DESERIALIZERS or module == "sys.modules":
         flags.add("dynamic-code")
+    plain_inspect = top == "inspect" and (module == "inspect" or module.partition(".")[2] in _PLAIN_INSPECT)
     if (top in _INTROSPECTION_MODULES or module in _INTROSPECTION_MODULES or
-            module.rpartition(".")[2] in _INTROSPECTION_ATTRIBUTES) and module not in _PLAIN_NAMES:
+            module.rpartition(".")[2] in _INTROSPECTION_ATTRIBUTES) and module not in _PLAIN_NAMES and not plain_inspect:
         flags.add("introspection")
     if top == "torch" and module.split(".")[1:2] and module.split(".")[1] in _TORCH_INTERNALS:
         flags.add("torch-internals")
@@ -142,6 +146,8 @@ def audit(sources: list[str]) -> list[str]:
             continue
         imported = _imports(tree)
         called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+        plain_inspect = {id(node.value) for node in ast.walk(tree)
+                         if isinstance(node, ast.Attribute) and node.attr in _PLAIN_INSPECT}
         for module in imported.values():
             flags |= _module_flags(module)
         for node in ast.walk(tree):
@@ -176,6 +182,9 @@ def audit(sources: list[str]) -> list[str]:
             elif isinstance(node, ast.Name) and (node.id in ("__builtins__", "__loader__") or node.id in _DYNAMIC
                                                  and id(node) not in called):
                 flags.add("dynamic-code")  # `g = getattr`: the builtin under another name
+            elif isinstance(node, ast.Name) and imported.get(node.id, node.id) == "inspect" \
+                    and id(node) not in plain_inspect:
+                flags.add("introspection")  # inspect.currentframe(), inspect.stack(), the module handed on
             elif isinstance(node, ast.Constant) and node.value in _INTROSPECTION_ATTRIBUTES:
                 flags.add("introspection")  # getattr(error, "__traceback__"): the attribute named in a string
             elif isinstance(node, ast.FunctionDef) and node.name in ("__torch_function__", "__torch_dispatch__"):

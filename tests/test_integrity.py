@@ -231,6 +231,12 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("import tfm_ref.widgets.alignment\nsoftmax = tfm_ref.softmax", "imports-reference"),
     ("import tfm_ref.widgets.attention as w\nsoftmax = w.softmax", "imports-reference"),
     ("from tfm_ref.widgets import attention as w\nsoftmax = w.softmax", "imports-reference"),
+    ("import inspect\nframe = inspect.currentframe()", "introspection"),
+    ("import inspect\nsig = inspect.signature(f)\nstack = inspect.stack()", "introspection"),
+    ("frame = inspect.currentframe()  # inspect imported in another cell", "introspection"),
+    ("import inspect as i\ntools = i", "introspection"),
+    ("from inspect import currentframe", "introspection"),
+    ("from inspect import *", "introspection"),
     ("import operator, sys\nloaded = operator.attrgetter('modules')(sys)", "dynamic-code"),
     ("import pickle\nfork = pickle.loads(b'cposix\\nfork\\n)R.')", "dynamic-code"),
     ("from marshal import loads", "dynamic-code"),
@@ -263,6 +269,8 @@ def test_audit_flags_what_student_code_should_not_do(code, flag):
     "name = self.__class__.__name__",
     "super().__setattr__('weight', weight)",
     "if hasattr(model, 'encode'):\n    memory = model.encode(src)",
+    "import inspect\nif 'mask' in inspect.signature(attention).parameters:\n    y = attention(q, k, v, mask=m)",
+    "from inspect import signature\nnames = list(signature(f).parameters)",
 ])
 def test_audit_leaves_ordinary_code_clean(code):
     """What an honest notebook writes: an attribute named in full, a plotting setting, a record."""
