@@ -1,6 +1,9 @@
 """Chapter 8 checks beyond tests/test_exercises.py: a block may use the student's own chapter 2 layer, the loss
-honours another padding id, and beam search stays in log space."""
+honours another padding id, and beam search stays in log space; beam steps and decoding loops written the way a
+student writes them are named on every seed, where the catalogue's own versions could agree with a neighbour's."""
+import pytest
 import torch
+from exercise_proofs import one_thread
 
 import tfm_ref
 from autograde.exercises import ch08_encoder_decoder as chapter
@@ -67,3 +70,92 @@ def _beam_in_probabilities(scores, log_probs):
 def test_a_beam_step_in_probability_space_fails_on_long_hypotheses():
     report = chapter.BEAM_STEP.run(_beam_in_probabilities, hidden=True, guarded=False, seed=0)
     assert not report.passed and "'long hypotheses: scores near −120" in report.message
+
+
+def _beam(scores_of, parent_token, rank_by=None):
+    """A student's beam step: candidates from ``scores_of(scores, log_probs)``, ranked by ``rank_by`` (default: the
+    candidates), the flat index decoded by ``parent_token(index, K, V)``."""
+    def beam_step(scores, log_probs):
+        batch, k, vocab = log_probs.shape
+        candidates = scores_of(scores, log_probs).reshape(batch, k * vocab)
+        ranking = candidates if rank_by is None else rank_by(scores, log_probs).reshape(batch, k * vocab)
+        _, index = ranking.topk(k, dim=-1)
+        parent, token = parent_token(index, k, vocab)
+        return candidates.gather(1, index), parent, token
+    return beam_step
+
+
+def _summed(scores, log_probs):
+    return scores[:, :, None] + log_probs
+
+
+def _by_v(index, k, vocab):
+    return index // vocab, index % vocab
+
+
+STUDENT_BEAM_STEPS = {
+    "index // K, index % K": (_beam(_summed, lambda i, k, v: (i // k, i % k)), "flat index decoded with K instead of V"),
+    "index % V, index // V": (_beam(_summed, lambda i, k, v: (i % v, i // v)), "parent and token swapped"),
+    "softmax of log_probs added": (_beam(lambda s, lp: s[:, :, None] + lp.softmax(dim=-1), _by_v),
+                                   "probabilities added to the log-probability score"),
+    "ranked by log_probs, the sums returned": (_beam(_summed, _by_v, rank_by=lambda s, lp: lp),
+                                               "ranked by the new token alone, the running score added afterwards"),
+}
+
+
+@pytest.fixture
+def _one_thread():
+    with one_thread():
+        yield
+
+
+@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.parametrize("how", STUDENT_BEAM_STEPS)
+def test_a_students_beam_step_is_named_on_every_seed(how):
+    student, mistake = STUDENT_BEAM_STEPS[how]
+    for seed in range(5):
+        report = chapter.BEAM_STEP.run(student, hidden=True, seed=seed)
+        assert report.mistake == mistake, (seed, report.message)
+
+
+def _greedy(*, mask_in_encoder=True, mask_in_decoder=True, accumulate=True, steps=0):
+    """A student's greedy loop with the cache; ``steps``: how many more than max_len it runs."""
+    @torch.no_grad()
+    def greedy_decode(model, src, src_mask=None, *, bos_id, eos_id, max_len):
+        memory = model.encode(src, src_mask if mask_in_encoder else None)
+        out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long)
+        finished = torch.zeros(src.shape[0], dtype=torch.bool)
+        cache = model.new_cache()
+        for _ in range(max_len + steps):
+            logits = model.decode(out[:, -1:], memory, src_mask if mask_in_decoder else None, cache)
+            next_token = logits[:, -1].argmax(dim=-1)
+            if not accumulate:
+                finished = next_token == eos_id
+            next_token = torch.where(finished, torch.full_like(next_token, eos_id), next_token)
+            out = torch.cat([out, next_token[:, None]], dim=1)
+            if accumulate:
+                finished |= next_token == eos_id
+            if finished.all():
+                break
+        return out[:, 1:]
+    return greedy_decode
+
+
+STUDENT_GREEDY_LOOPS = {
+    "src_mask in the encoder only": (_greedy(mask_in_decoder=False), "src_mask given to the encoder only"),
+    "src_mask in the decoder only": (_greedy(mask_in_encoder=False), "src_mask given to the decoder only"),
+    "finished = next_token == eos_id": (_greedy(accumulate=False),
+                                        "`finished` overwritten each step instead of accumulated"),
+    "range(max_len + 1)": (_greedy(steps=1), "one token too many (max_len + 1 steps)"),
+}
+
+
+@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.parametrize("how", STUDENT_GREEDY_LOOPS)
+def test_a_students_greedy_loop_is_named_on_every_seed(how):
+    """The checks' random models are drawn so that each use of src_mask changes the tokens, and an end token so that
+    a `finished` flag that forgets shows; a case where no sequence ends shows one step too many."""
+    student, mistake = STUDENT_GREEDY_LOOPS[how]
+    for seed in range(5):
+        report = chapter.GREEDY.run(student, hidden=True, seed=seed)
+        assert report.mistake == mistake, (seed, report.message)

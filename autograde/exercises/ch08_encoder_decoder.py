@@ -381,11 +381,13 @@ def _first_hits(trajectory: torch.Tensor, token: int) -> torch.Tensor:
     return torch.where(hits.any(dim=1), hits.int().argmax(dim=1), trajectory.shape[1])
 
 
-def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator) -> int:
+def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator) -> tuple[int, bool]:
     """An end token that makes the greedy outputs informative: some rows end while others go on
-    (so padding after EOS shows), and all end before ``max_len`` (so stopping early shows)."""
+    (so padding after EOS shows), and all end before ``max_len`` (so stopping early shows); and whether
+    it also lets a row that has ended generate something else at the step the last row ends (so a
+    `finished` flag that forgets shows: that loop goes on)."""
     batch, length = trajectory.shape
-    best, best_score = PAD, -1
+    best, best_score, best_restarts = PAD, -1.0, False
     for token in torch.randperm(VOCAB, generator=gen).tolist():
         if token in (BOS, PAD):  # an end token that is PAD would hide padding mistakes
             continue
@@ -393,13 +395,14 @@ def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator) -> int:
         finish = min(int(first.max()), length - 1)
         padded = any(int(first[r]) < finish and bool((trajectory[r, int(first[r]) + 1 : finish + 1] != token).any())
                      for r in range(batch))
+        restarts = int(first.max()) < length - 1 and bool((trajectory[:, finish] != token).any())
         # then, among equals, the one that comes latest: a row that ends at once hides how the loop feeds the
         # decoder (first position or last, one token or the prefix)
-        score = 2 * padded + (int(first.max()) < length - 1) + (int(first.min()) < length) \
+        score = 2 * padded + (int(first.max()) < length - 1) + restarts + (int(first.min()) < length) \
             + float(first.clamp(max=length - 1).float().mean()) / length
         if score > best_score:
-            best, best_score = token, score
-    return best
+            best, best_score, best_restarts = token, score, restarts
+    return best, best_restarts
 
 
 def _model_and_source(gen: torch.Generator, dims, model_class: type = _RandomTransformer, dropout: float = 0.0):
@@ -418,24 +421,67 @@ def _varied(trajectory: torch.Tensor) -> bool:
     return max(len(set(row.tolist())) for row in trajectory) >= min(3, trajectory.shape[1])
 
 
+def _never_produced(trajectory: torch.Tensor, gen: torch.Generator) -> int:
+    """An end token that no row produces within max_len (so every row runs max_len steps), VOCAB where each
+    real token appears (an id the model cannot produce)."""
+    absent = [t for t in torch.randperm(VOCAB, generator=gen).tolist() if t not in (BOS, PAD)
+              and not bool((trajectory == t).any())]
+    return absent[0] if absent else VOCAB
+
+
+def _mask_uses_told_apart(model, src: torch.Tensor, src_mask: torch.Tensor, max_len: int) -> int:
+    """How many of the pairs among src_mask used in the encoder and the decoder, in the encoder only, in the
+    decoder only and nowhere decode differently (with no EOS; 6: each pair). On an untrained model one use of
+    the mask often changes nothing, and the mistakes that leave out one, the other or both look alike."""
+    outputs = [tfm_ref.greedy_decode(model, src, src_mask, bos_id=BOS, eos_id=-1, max_len=max_len)]
+    outputs += [_greedy_variant(**kwargs)(model, src, src_mask, bos_id=BOS, eos_id=-1, max_len=max_len)
+                for kwargs in (dict(mask_to="encode"), dict(mask_to="decode"), dict(use_mask=False))]
+    return sum(not torch.equal(a, b) for i, a in enumerate(outputs) for b in outputs[i + 1:])
+
+
 def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True, tries: int = 10,
-                   dropout: float = 0.0):
+                   dropout: float = 0.0, endless: bool = False):
+    """The first of ``tries`` random models whose decoding is not one repeated token and on which each
+    mistake of the catalogue shows (src_mask matters in the encoder and in the decoder; the end token
+    lets a forgetting `finished` flag show); failing that, the first that comes closest. ``endless``:
+    eos_id is a token that no row produces, so every row runs max_len steps."""
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
-        for _ in range(tries):  # the first random model whose decoding is not one repeated token
+        best, best_rank = None, (-1, -1)
+        for attempt in range(tries):
             model, src, src_mask = _model_and_source(gen, dims, model_class, dropout)
             src_mask = src_mask if use_mask else None
             trajectory = tfm_ref.greedy_decode(model, src, src_mask, bos_id=BOS, eos_id=-1, max_len=dims["L"])
-            if _varied(trajectory):  # with no EOS, it runs max_len steps
+            if not _varied(trajectory):  # with no EOS, it runs max_len steps
+                if best is None and attempt == tries - 1:
+                    eos = _never_produced(trajectory, gen) if endless else _choose_eos(trajectory, gen)[0]
+                    best = (model, src, src_mask, eos)
+                continue
+            if endless:
+                best = (model, src, src_mask, _never_produced(trajectory, gen))
                 break
-        return Call(model, src, src_mask, bos_id=BOS, eos_id=_choose_eos(trajectory, gen), max_len=dims["L"])
+            eos, restarts = _choose_eos(trajectory, gen)
+            rank = (6 if src_mask is None else _mask_uses_told_apart(model, src, src_mask, dims["L"]),
+                    restarts or dims["B"] == 1)  # one row cannot end before another
+            if rank > best_rank:
+                best, best_rank = (model, src, src_mask, eos), rank
+            if rank == (6, True):
+                break
+        model, src, src_mask, eos = best
+        return Call(model, src, src_mask, bos_id=BOS, eos_id=eos, max_len=dims["L"])
     return inputs
 
 
 def _greedy_variant(*, stop: bool = True, pad: bool = True, keep_bos: bool = False, start: int | None = None,
                     use_mask: bool = True, invert_mask: bool = False, whole_prefix: bool = False,
                     no_cache_first_position: bool = False, newest_only_uncached: bool = False,
-                    training_mode: bool = False, max_len_counts_bos: bool = False):
-    """Greedy decoding with one thing done wrong (the keywords say which)."""
+                    training_mode: bool = False, max_len_counts_bos: bool = False, stop_at_first_end: bool = False,
+                    pad_id: int | None = None, mask_to: str = "both", bos_every_step: bool = False,
+                    extra_step: bool = False, stop_before_append: bool = False, finished_overwritten: bool = False):
+    """Greedy decoding with one thing done wrong (the keywords say which). ``stop_at_first_end``: breaks when any
+    sequence has ended; ``pad_id``: finished sequences padded with it instead of eos_id; ``mask_to``: src_mask given
+    to "encode" or "decode" only; ``bos_every_step``: out[:, :1] fed each time; ``extra_step``: max_len + 1 steps;
+    ``stop_before_append``: the step where every row gives eos_id breaks before appending it; ``finished_overwritten``:
+    finished = (next_token == eos_id), not accumulated."""
     @torch.no_grad()
     def greedy_decode(model, src, src_mask=None, *, bos_id, eos_id, max_len):
         if training_mode:
@@ -443,19 +489,28 @@ def _greedy_variant(*, stop: bool = True, pad: bool = True, keep_bos: bool = Fal
         src_mask = src_mask if use_mask else None
         if invert_mask and src_mask is not None:
             src_mask = ~src_mask
-        memory = model.encode(src, src_mask)  # (B, S, D)
+        memory = model.encode(src, src_mask if mask_to != "decode" else None)  # (B, S, D)
+        decode_mask = src_mask if mask_to != "encode" else None
         out = torch.full((src.shape[0], 1), bos_id if start is None else start, dtype=torch.long)  # (B, 1)
         finished = torch.zeros(src.shape[0], dtype=torch.bool)
         cache = None if no_cache_first_position or newest_only_uncached else model.new_cache()
-        for _ in range(max_len - 1 if max_len_counts_bos else max_len):
-            step_input = out if whole_prefix or cache is None and not newest_only_uncached else out[:, -1:]
-            logits = model.decode(step_input, memory, src_mask, cache)  # (B, t, V)
+        steps = max_len - 1 if max_len_counts_bos else max_len + 1 if extra_step else max_len
+        for _ in range(steps):
+            step_input = out if whole_prefix or cache is None and not newest_only_uncached else \
+                out[:, :1] if bos_every_step else out[:, -1:]
+            logits = model.decode(step_input, memory, decode_mask, cache)  # (B, t, V)
             next_token = logits[:, 0 if no_cache_first_position else -1].argmax(dim=-1)  # (B,)
+            if finished_overwritten:
+                finished = next_token == eos_id
             if pad:
-                next_token = torch.where(finished, torch.full_like(next_token, eos_id), next_token)
+                next_token = torch.where(finished, torch.full_like(next_token, eos_id if pad_id is None else pad_id),
+                                         next_token)
+            if stop_before_append and bool((next_token == eos_id).all()):
+                break
             out = torch.cat([out, next_token[:, None]], dim=1)
-            finished |= next_token == eos_id
-            if stop and finished.all():
+            if not finished_overwritten:
+                finished |= next_token == eos_id
+            if stop and (finished.any() if stop_at_first_end else finished.all()):
                 break
         return out if keep_bos else out[:, 1:]
     return greedy_decode
@@ -475,6 +530,7 @@ GREEDY = Exercise(
         Case("src_mask=None", inputs=_decode_inputs(use_mask=False)),
         Case("max_len = 1", dims=dict(B=3, S=4, L=1)),
         Case("a model built with dropout 0.3, in eval mode: nothing random", inputs=_decode_inputs(dropout=0.3)),
+        Case("no sequence ends: max_len tokens each", dims=dict(B=3, S=5, L=6), inputs=_decode_inputs(endless=True)),
         Case("uses the KV cache (one new token per decode call)", inputs=_decode_inputs(_CacheOnlyTransformer)),
     ],
     mistakes=[
@@ -486,6 +542,27 @@ GREEDY = Exercise(
                 "rows go on; yours keeps generating after the end.",
                 "keep a (B,) `finished` flag: next_token = torch.where(finished, eos_id, next_token), then "
                 "finished |= next_token == eos_id."),
+        Mistake("stopped when the first sequence ends (any instead of all)", _greedy_variant(stop_at_first_end=True),
+                "decoding goes on until *every* sequence has produced eos_id; yours stops as soon as one has, and "
+                "the others are cut off mid-sentence.",
+                "if finished.all(): break."),
+        Mistake("`finished` overwritten each step instead of accumulated", _greedy_variant(finished_overwritten=True),
+                "a sequence that has ended stays ended: `finished` must remember every earlier eos_id; set anew "
+                "from each step's token, it forgets them, so an ended row generates again and the loop stops only "
+                "when all rows give eos_id at the same step.",
+                "finished |= next_token == eos_id, after the torch.where."),
+        Mistake("finished sequences padded with PAD instead of EOS", _greedy_variant(pad_id=PAD),
+                "in this course a sequence that has ended keeps producing eos_id (tfm_ref.greedy_decode, "
+                "beam_search and the notebook's instructions); yours fills the rest of the row with another id.",
+                "torch.where(finished, eos_id, next_token)."),
+        Mistake("the step where every row ends not appended", _greedy_variant(stop_before_append=True),
+                "the eos_id that ends the last sequences is part of the output; yours breaks out of the loop "
+                "before appending that step's tokens.",
+                "append first, then test: out = torch.cat([out, next_token[:, None]], dim=1); finished |= …; "
+                "if finished.all(): break."),
+        Mistake("one token too many (max_len + 1 steps)", _greedy_variant(extra_step=True),
+                "max_len is the number of tokens generated; yours generates one more when no EOS comes first.",
+                "for _ in range(max_len)."),
         Mistake("max_len counts the BOS", _greedy_variant(max_len_counts_bos=True),
                 "max_len is the number of tokens generated, the BOS not counted; yours stops one token short when "
                 "no EOS comes first.",
@@ -504,6 +581,20 @@ GREEDY = Exercise(
                 "src_mask is True at the real tokens (the course's convention); inverted, the model attends to the "
                 "padding and to nothing else.",
                 "pass src_mask as it is to model.encode and model.decode."),
+        Mistake("src_mask given to the encoder only", _greedy_variant(mask_to="encode"),
+                "the source padding must be masked in two places, the encoder's self-attention and the decoder's "
+                "cross-attention at every step; yours masks it in the encoder only, so the decoder still reads "
+                "the padding's memory.",
+                "pass src_mask to model.decode at every step as well as to model.encode."),
+        Mistake("src_mask given to the decoder only", _greedy_variant(mask_to="decode"),
+                "the source padding must be masked in two places, the encoder's self-attention and the decoder's "
+                "cross-attention; yours masks it in the decoder only, so the encoder mixes the padding into the "
+                "real tokens' memory.",
+                "memory = model.encode(src, src_mask)."),
+        Mistake("the BOS fed to the cache at every step", _greedy_variant(bos_every_step=True),
+                "each step feeds the token generated last, out[:, -1:]; yours feeds the first, the BOS, every "
+                "time, so the model never sees what it generated.",
+                "model.decode(out[:, -1:], memory, src_mask, cache)."),
         Mistake("whole prefix fed while using the cache", _greedy_variant(whole_prefix=True),
                 "with a KV cache the earlier tokens are already stored; feeding them again stores them twice.",
                 "feed only the newest token: model.decode(out[:, -1:], memory, src_mask, cache)."),
@@ -800,6 +891,57 @@ def _beam_lowest(scores, log_probs):
     return best, index // vocab, index % vocab
 
 
+def _beam_flat(scores, log_probs):
+    """The reference's candidates (B, K·V): their best values and flat indices, and (K, V)."""
+    batch, k, vocab = log_probs.shape
+    best, index = (scores[:, :, None] + log_probs).reshape(batch, k * vocab).topk(k, dim=-1)
+    return best, index, k, vocab
+
+
+def _beam_index_by_k(scores, log_probs):
+    best, index, k, _ = _beam_flat(scores, log_probs)
+    return best, index // k, index % k
+
+
+def _beam_parent_token_swapped(scores, log_probs):
+    best, index, _, vocab = _beam_flat(scores, log_probs)
+    return best, index % vocab, index // vocab
+
+
+def _beam_own_best_unsorted(scores, log_probs):
+    best, token = log_probs.max(dim=-1)  # (B, K): each hypothesis's best token, in hypothesis order
+    return scores + best, torch.arange(scores.shape[1]).expand_as(token), token
+
+
+def _beam_first_hypothesis_only(scores, log_probs):
+    best, token = (scores[:, :1, None] + log_probs[:, :1]).reshape(scores.shape[0], -1).topk(scores.shape[1], dim=-1)
+    return best, torch.zeros_like(token), token
+
+
+def _beam_best_last(scores, log_probs):
+    batch, k, vocab = log_probs.shape
+    candidates = (scores[:, :, None] + log_probs).reshape(batch, k * vocab)
+    index = candidates.argsort(dim=-1)[:, -k:]  # the K best, ascending: the best last
+    return candidates.gather(1, index), index // vocab, index % vocab
+
+
+def _beam_token_score_returned(scores, log_probs):
+    _, index, k, vocab = _beam_flat(scores, log_probs)
+    return log_probs.reshape(scores.shape[0], k * vocab).gather(1, index), index // vocab, index % vocab
+
+
+def _beam_probabilities_added(scores, log_probs):
+    batch, k, vocab = log_probs.shape
+    best, index = (scores[:, :, None] + log_probs.exp()).reshape(batch, k * vocab).topk(k, dim=-1)
+    return best, index // vocab, index % vocab
+
+
+def _beam_ranked_by_token(scores, log_probs):
+    batch, k, vocab = log_probs.shape
+    _, index = log_probs.reshape(batch, k * vocab).topk(k, dim=-1)  # ranked by the new token alone
+    return (scores[:, :, None] + log_probs).reshape(batch, k * vocab).gather(1, index), index // vocab, index % vocab
+
+
 BEAM_STEP = Exercise(
     output_names=("scores", "parents", "tokens"),
     name="beam_step",
@@ -831,6 +973,13 @@ BEAM_STEP = Exercise(
                 "a hypothesis is ranked by the log-probability of the whole sequence, its score so far plus the "
                 "new token's; yours ranks the new token alone.",
                 "candidates = scores[:, :, None] + log_probs, (B, K, V)."),
+        # before "… own best token, in hypothesis order": where the K best new tokens are one per hypothesis, the
+        # two agree, and only this one is wrong on other inputs too
+        Mistake("ranked by the new token alone, the running score added afterwards", _beam_ranked_by_token,
+                "a hypothesis is ranked by the log-probability of the whole sequence, its score so far plus the "
+                "new token's; yours picks the K best new tokens first and adds the running score only to the "
+                "values it returns.",
+                "rank the sums: candidates = scores[:, :, None] + log_probs, flattened, then topk(K) of those."),
         Mistake("log-probabilities multiplied instead of added", _beam_multiplied,
                 "probabilities multiply, so log-probabilities add: log(p·q) = log p + log q.",
                 "scores[:, :, None] + log_probs, not scores[:, :, None] * log_probs."),
@@ -838,6 +987,38 @@ BEAM_STEP = Exercise(
                 "flattening (B, K, V) puts hypothesis k's candidates at k·V … k·V + V − 1, so the flat index is "
                 "hypothesis-major; you read it the other way round.",
                 "parent = index // V, token = index % V (V = log_probs.shape[-1])."),
+        Mistake("flat index decoded with K instead of V", _beam_index_by_k,
+                "hypothesis k's V candidates sit at k·V … k·V + V − 1 of the flat (B, K·V) row, so the row is cut "
+                "into blocks of V, the vocabulary size; dividing by K, the beam size, cuts it into blocks of the "
+                "wrong length, and the parents and tokens come out wrong.",
+                "parent = index // V, token = index % V, with V = log_probs.shape[-1]."),
+        Mistake("parent and token swapped", _beam_parent_token_swapped,
+                "in the flat index k·V + v, the quotient by V is the hypothesis and the remainder the token; yours "
+                "returns the remainder as the parent and the quotient as the token.",
+                "parent = index // V, token = index % V."),
+        Mistake("each hypothesis extended by its own best token, in hypothesis order", _beam_own_best_unsorted,
+                "that is K greedy searches side by side: the K best extensions may all come from one hypothesis, "
+                "so the K·V candidates must compete together; and the survivors come best first, not in the "
+                "order of the hypotheses they extend.",
+                "add scores[:, :, None] to log_probs, flatten the last two axes to (B, K·V), and take topk(K)."),
+        Mistake("only hypothesis 0 extended", _beam_first_hypothesis_only,
+                "all K live hypotheses are extended, and their K·V candidates compete together; yours takes "
+                "the K best tokens after hypothesis 0 alone (right only at the first step, where the others are "
+                "−inf).",
+                "scores[:, :, None] + log_probs over every hypothesis, flattened to (B, K·V), then topk(K)."),
+        Mistake("the K best kept, but the best last", _beam_best_last,
+                "the K survivors are the right ones, but they must come best first (slot 0 is the best "
+                "hypothesis); argsort sorts ascending, so its last K put the best at the end.",
+                "topk(K, dim=-1), which returns the largest first; or argsort(descending=True)[:, :K]."),
+        Mistake("the new token's log-probability returned as the score", _beam_token_score_returned,
+                "the survivors are right, but the score a hypothesis carries on is the log-probability of its "
+                "whole sequence, its old score plus the new token's; yours returns the new token's alone, so the "
+                "next step ranks by one token.",
+                "return the candidates' values themselves: best, from candidates.topk(K)."),
+        Mistake("probabilities added to the log-probability score", _beam_probabilities_added,
+                "a score is a log-probability, so the new token's log-probability is what adds to it; yours adds "
+                "its probability, exp(log p) (or softmax of log_probs, the same thing), which mixes two scales.",
+                "scores[:, :, None] + log_probs, with log_probs as they come."),
         Mistake("the K lowest scores kept", _beam_lowest,
                 "a higher log-probability is a likelier sequence; you kept the least likely candidates.",
                 "topk(K) keeps the largest (largest=True is its default; argsort sorts ascending)."),
