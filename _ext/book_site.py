@@ -19,23 +19,43 @@
 - myst-nb (1.4) writes a page's ``.ipynb`` without outputs when its execution came from the
   jupyter-cache (it merges the cached outputs into a copy, then writes the original). The
   export fills them in from the cache, in the Colab copy and in the download button's copy.
+- An edition in a folder of the site (``zh/``, _ext/languages.py) publishes its pages' notebooks in
+  that folder of ``_build/colab`` (``_build/colab/zh/<page>.ipynb``): each page's executed notebook
+  (its figures in the edition's language), its prose translated from the page's catalogue
+  (_ext/page_notebooks.py); the download button's ``.ipynb`` and ``.md`` are the translated page too.
+  Its launch buttons open that notebook: Colab from the branch ``colab_branch``; Binder and
+  JupyterHub with nbgitpuller, which pulls that branch into ``<repository>-<branch>/`` beside the
+  reader's files (Binder still builds its environment from the repository's branch, as for the
+  sources' edition). The root edition's buttons open the sources, as sphinx-book-theme makes them.
 """
 from __future__ import annotations
 
 import os
 import re
+import shutil
 from contextlib import suppress
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import matplotlib
 import nbformat
 from docutils import nodes
 from jupyter_cache import get_cache
+from sphinx.util import logging
+
+from languages import edition, site_folder
+from page_notebooks import markdown_parser, translate_markdown, translate_notebook
+from translation import page_translator
 
 _COLAB_LINK = re.compile(r"^(?P<head>.*/github/[^/]+/[^/]+/blob/)[^/]+/(?P<page>.+)\.(md|ipynb)$")
 
 
 HUB_VARIABLE = "BOOK_JUPYTERHUB_URL"
+# The folder of the published notebooks (the branch colab_branch), beside the site's folder.
+PUBLISHED = "colab"
+# The launch buttons' paths in a Jupyter server, as sphinx-book-theme writes them.
+_INTERFACES = {"classic": "tree", "jupyterlab": "lab/tree"}
+logger = logging.getLogger(__name__)
 
 
 def _configure_theme(app, config) -> None:
@@ -81,13 +101,38 @@ def _tidy_page(app, pagename, templatename, context, doctree) -> None:
         context["default_mode"] = "auto"
 
 
-def _colab_links_to_published_notebooks(app, pagename, templatename, context, doctree) -> None:
+def published_notebook(app, pagename: str) -> str:
+    """Where a page's notebook is in the published folder (and on the branch ``colab_branch``)."""
+    return f"{edition(app.config).prefix}{pagename}.ipynb"
+
+
+def _pull_parameters(app, notebook: str) -> dict[str, str]:
+    """nbgitpuller's parameters that open ``notebook`` of the branch ``colab_branch``: pulled into
+    ``<repository>-<branch>/``, apart from a checkout of the sources' branch."""
+    options = app.config.html_theme_options
+    repository = options.get("repository_url", "").rstrip("/")
+    branch = app.config.colab_branch
+    target = f"{repository.rsplit('/', 1)[-1]}-{branch}"
+    interface = _INTERFACES.get(options.get("launch_buttons", {}).get("notebook_interface", "classic"), "tree")
+    return {"repo": repository, "branch": branch, "targetpath": target, "urlpath": f"{interface}/{target}/{notebook}"}
+
+
+def _launch_links_to_published_notebooks(app, pagename, templatename, context, doctree) -> None:
+    """Colab opens the page's published notebook; in an edition in a folder, Binder and JupyterHub open it too."""
+    translated = bool(edition(app.config).prefix)
     for group in context.get("header_buttons", []):
         for button in group.get("buttons", []) if isinstance(group, dict) else []:
-            if button.get("text") == "Colab":
-                match = _COLAB_LINK.match(button["url"])
+            text, url = button.get("text"), button.get("url", "")
+            if text == "Colab":
+                match = _COLAB_LINK.match(url)
                 if match:
-                    button["url"] = f"{match['head']}{app.config.colab_branch}/{match['page']}.ipynb"
+                    button["url"] = (f"{match['head']}{app.config.colab_branch}/"
+                                     f"{edition(app.config).prefix}{match['page']}.ipynb")
+            elif translated and text in ("Binder", "JupyterHub"):
+                pull = _pull_parameters(app, published_notebook(app, pagename))
+                head = url.split("?", 1)[0]  # Binder's repository and branch (its environment); the hub's git-pull
+                button["url"] = (f"{head}?urlpath={quote('git-pull?' + urlencode(pull), safe='')}" if text == "Binder"
+                                 else f"{head}?{urlencode(pull, safe='/')}")
 
 
 def _with_outputs(path: Path, cache) -> nbformat.NotebookNode:
@@ -99,18 +144,40 @@ def _with_outputs(path: Path, cache) -> nbformat.NotebookNode:
     return notebook
 
 
+def _translated(app, docname: str, notebook: nbformat.NotebookNode, parser) -> nbformat.NotebookNode:
+    """The page's notebook in this build's language (itself in the sources' edition)."""
+    translate = page_translator(app.env, docname)
+    if translate is str:
+        return notebook
+    try:
+        notebook = translate_notebook(notebook, translate, parser)
+        source = Path(app.env.doc2path(docname))
+        if source.suffix == ".md":  # the download button's source, in the edition's language
+            destination = Path(app.outdir) / "_sources" / f"{docname}.md"
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.write_text(translate_markdown(source.read_text(encoding="utf-8"), translate, parser),
+                                   encoding="utf-8")
+    except ValueError as why:
+        logger.warning(f"its notebook stays in the sources' language: {why}", location=docname)
+    return notebook
+
+
 def _export_executed_notebooks(app, exception) -> None:
-    """Write every page's executed notebook to ``_build/colab`` (laid out as the pages are) and
-    to the download button's copy in ``_sources``."""
+    """Write every page's executed notebook to ``_build/colab`` (laid out as the pages are; an edition's in its
+    folder, translated) and to the download button's copy in ``_sources``."""
     build = Path(app.outdir).parent
     executed = build / "jupyter_execute"
     if exception is not None or app.builder.name != "html" or not executed.is_dir():
         return
     cache = get_cache(app.env.mystnb_config.execution_cache_path)  # as myst-nb resolved it
+    published = site_folder(app).parent / PUBLISHED / edition(app.config).prefix
+    if edition(app.config).prefix:
+        shutil.rmtree(published, ignore_errors=True)  # the edition's folder as this build made it
+    parser = markdown_parser(getattr(app.env, "myst_config", None))
     for path in executed.rglob("*.ipynb"):
         page = path.relative_to(executed)
-        notebook = _with_outputs(path, cache)
-        for destination in (build / "colab" / page, Path(app.outdir) / "_sources" / page):
+        notebook = _translated(app, page.with_suffix("").as_posix(), _with_outputs(path, cache), parser)
+        for destination in (published / page, Path(app.outdir) / "_sources" / page):
             destination.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(notebook, destination)
 
@@ -121,6 +188,6 @@ def setup(app):
     app.connect("config-inited", _matplotlib_settings)
     app.connect("html-page-context", _launch_buttons_only_where_code_runs, priority=900)
     app.connect("html-page-context", _tidy_page, priority=900)
-    app.connect("html-page-context", _colab_links_to_published_notebooks, priority=900)
+    app.connect("html-page-context", _launch_links_to_published_notebooks, priority=900)
     app.connect("build-finished", _export_executed_notebooks)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,10 +1,11 @@
-"""_ext/book_site.py's settings: the JupyterHub button, the header's search field, book/matplotlibrc.
-Their effect on the built pages: test_site_pages.py."""
+"""_ext/book_site.py's settings: the JupyterHub button, the header's search field, book/matplotlibrc, the
+launch buttons' targets in each edition. Their effect on the built pages: test_site_pages.py, test_site_zh.py."""
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import parse_qs, urlsplit
 
 import matplotlib
 
@@ -61,3 +62,52 @@ def test_the_build_draws_with_the_books_matplotlib_settings():
         assert matplotlib.rcParams["font.family"] != book_rc["font.family"]
         book_site._matplotlib_settings(SimpleNamespace(confdir=str(ROOT)), None)
         assert matplotlib.rcParams["font.family"] == book_rc["font.family"]
+
+
+# The launch buttons as sphinx-book-theme makes them for book/01_attention.md (_config.yml's launch_buttons).
+GITHUB = "transformer-piece-by-piece/course"
+REPOSITORY = f"https://github.com/{GITHUB}"
+THEMES_BUTTONS = {
+    "Binder": f"https://mybinder.org/v2/gh/{GITHUB}/main?urlpath=lab/tree/book/01_attention.md",
+    "JupyterHub": f"https://hub.example.org/hub/user-redirect/git-pull?repo=https%3A//github.com/{GITHUB}"
+                  "&urlpath=lab/tree/course/book/01_attention.md&branch=main",
+    "Colab": f"https://colab.research.google.com/github/{GITHUB}/blob/main/book/01_attention.md",
+}
+
+
+def _launch_buttons(language: str) -> dict[str, str]:
+    """The page's launch buttons, after book_site's handler, in the edition of ``language``."""
+    config = SimpleNamespace(
+        language=language, book_editions=[["en", "", "English"], ["zh_CN", "zh", "中文"]], colab_branch="notebooks",
+        html_theme_options={"repository_url": REPOSITORY, "launch_buttons": {"notebook_interface": "jupyterlab"}})
+    context = {"header_buttons": [{"label": "launch-buttons", "buttons": [
+        {"text": text, "url": url} for text, url in THEMES_BUTTONS.items()]}]}
+    book_site._launch_links_to_published_notebooks(SimpleNamespace(config=config), "book/01_attention", "page.html",
+                                                   context, None)
+    return {button["text"]: button["url"] for button in context["header_buttons"][0]["buttons"]}
+
+
+def test_the_sources_edition_launches_the_sources_and_colab_the_published_notebook():
+    buttons = _launch_buttons("en")
+    assert buttons["Binder"] == THEMES_BUTTONS["Binder"] and buttons["JupyterHub"] == THEMES_BUTTONS["JupyterHub"]
+    assert buttons["Colab"] == f"https://colab.research.google.com/github/{GITHUB}/blob/notebooks/book/01_attention.ipynb"
+
+
+def _pulled(url: str) -> dict[str, str]:
+    return {key: value for key, [value] in parse_qs(urlsplit(url).query).items()}
+
+
+def test_an_edition_launches_its_published_notebook_everywhere():
+    buttons = _launch_buttons("zh_CN")
+    assert buttons["Colab"] == (f"https://colab.research.google.com/github/{GITHUB}/blob/notebooks/"
+                                "zh/book/01_attention.ipynb")
+    expected = {"repo": REPOSITORY, "branch": "notebooks", "targetpath": "course-notebooks",
+                "urlpath": "lab/tree/course-notebooks/zh/book/01_attention.ipynb"}
+    # Binder builds the environment of the sources' branch, then nbgitpuller pulls the notebooks into it.
+    binder = urlsplit(buttons["Binder"])
+    assert f"{binder.scheme}://{binder.netloc}{binder.path}" == f"https://mybinder.org/v2/gh/{GITHUB}/main"
+    git_pull = _pulled(buttons["Binder"])["urlpath"]
+    assert git_pull.startswith("git-pull?") and _pulled(git_pull) == expected
+    hub = urlsplit(buttons["JupyterHub"])
+    assert f"{hub.scheme}://{hub.netloc}{hub.path}" == "https://hub.example.org/hub/user-redirect/git-pull"
+    assert _pulled(buttons["JupyterHub"]) == expected

@@ -90,3 +90,10 @@ def test_binder_opens_the_pages_as_notebooks():
     post_build = ROOT / "binder" / "postBuild"
     assert post_build.stat().st_mode & 0o111, "binder/postBuild must be executable"
     assert re.search(r"^jupytext-config set-default-viewer .*\bmarkdown\b", post_build.read_text(), re.M)
+
+
+def test_binder_can_pull_the_published_notebooks():
+    """The Chinese edition's Binder button opens its page's notebook from the published notebooks branch,
+    pulled into Binder's environment by nbgitpuller (`git-pull?…`, _ext/book_site.py)."""
+    lines = _requirements(ROOT / "binder" / "requirements.txt")
+    assert any(Requirement(line).name == "nbgitpuller" for line in lines if not line.startswith("-")), lines

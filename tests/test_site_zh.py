@@ -4,14 +4,21 @@ Every page of the table of contents has a Chinese page; the translated ones (_co
 translated_pages) show their Chinese text in a CJK font — no missing-glyph boxes — with their math,
 their diagrams' labels in Chinese, and no JavaScript errors; the others say that they are shown in
 English. Every page, in either edition, links to the same page in the other, and back. The Chinese
-search finds pages. (The widgets are tested in both editions by test_site_widgets.py.)
+search finds pages. A Chinese page's launch buttons (Binder, Colab, JupyterHub where one is named) and its
+download button open the page as a Chinese notebook, published in _build/colab/zh (the notebooks branch);
+an English page's open the English source as before. (The widgets are tested in both editions by
+test_site_widgets.py.)
 """
 from __future__ import annotations
 
+import html
 import json
+import os
 import re
-from urllib.parse import quote, urlsplit
+from pathlib import Path
+from urllib.parse import parse_qs, quote, urlsplit
 
+import jupytext
 import pytest
 import yaml
 from site_browser import (  # noqa: F401 (fixtures)
@@ -20,6 +27,7 @@ from site_browser import (  # noqa: F401 (fixtures)
     SITE,
     browser,
     server,
+    shows_code,
     skip_unless_built,
     toc_pages,
     viewport,
@@ -198,3 +206,148 @@ def test_chinese_search_finds_pages(query, page, server, browser):
     results = wait(browser, lambda d: d.find_elements("css selector", "#search-results ul.search li"), timeout=30)
     linked = " ".join(r.find_element("css selector", "a").get_attribute("href") for r in results)
     assert len(results) >= 2 and page in linked, f"search for {query} found {len(results)} pages: {linked}"
+
+
+# ------------------------------------------------------------------ launch buttons
+
+# What publishing serves besides the site: _build/colab, pushed to the branch the Colab buttons open
+# (.github/workflows/book.yml, _ext/book_site.py's colab_branch).
+PUBLISHED, NOTEBOOKS_BRANCH = SITE.parent / "colab", "notebooks"
+BOOK = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+REPOSITORY = BOOK["repository"]
+GITHUB = urlsplit(REPOSITORY["url"]).path.strip("/")  # owner/name
+HUB = (os.environ.get("BOOK_JUPYTERHUB_URL", "").strip() or BOOK["launch_buttons"]["jupyterhub_url"]).rstrip("/")
+_NOT_PROSE = re.compile(r"`[^`]*`|\$\$[\s\S]*?\$\$|\$[^$\n]*\$|\]\([^)]*\)|^\s*(```|:::).*$|^\s*:[\w-]+:.*$", re.M)
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
+
+
+def _launchers(page_html: str) -> dict[str, str]:
+    """The page's launch buttons: name → URL."""
+    found = {}
+    for url in map(html.unescape, re.findall(r'href="(https://[^"]+)"', page_html)):
+        if url.startswith("https://mybinder.org/v2/"):
+            found["Binder"] = url
+        elif url.startswith("https://colab.research.google.com/"):
+            found["Colab"] = url
+        elif "/hub/user-redirect/" in url:
+            found["JupyterHub"] = url
+    return found
+
+
+def _query(url: str) -> dict[str, str]:
+    return {key: values[0] for key, values in parse_qs(urlsplit(url).query).items()}
+
+
+def _published_path(name: str, url: str) -> str | None:
+    """The path in the published notebooks (the notebooks branch) that a launch button opens, or None when it
+    opens something else."""
+    if name == "Colab":
+        found = re.fullmatch(rf"https://colab\.research\.google\.com/github/{GITHUB}/blob/{NOTEBOOKS_BRANCH}/(.+)", url)
+        return found and found[1]
+    if name == "Binder":  # the environment of the sources' branch, and nbgitpuller's git-pull into it
+        if url.split("?")[0] != f"https://mybinder.org/v2/gh/{GITHUB}/{REPOSITORY['branch']}":
+            return None
+        url = _query(url).get("urlpath", "")
+        if not url.startswith("git-pull?"):
+            return None
+    elif not url.startswith(f"{HUB}/hub/user-redirect/git-pull?"):
+        return None
+    pull = _query(url)
+    if pull.get("repo") != REPOSITORY["url"] or pull.get("branch") != NOTEBOOKS_BRANCH or not pull.get("targetpath"):
+        return None
+    opened = pull.get("urlpath", "")
+    prefix = f"lab/tree/{pull['targetpath']}/"
+    return opened[len(prefix):] if opened.startswith(prefix) else None
+
+
+def _notebook(path: Path) -> dict:
+    assert path.is_file(), f"{path} is not published"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _markdown(notebook: dict) -> str:
+    return "\n\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
+
+
+def _code(notebook: dict) -> list[str]:
+    return ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+
+
+def _chinese_per_english_word(markdown: str) -> float:
+    """CJK characters per Latin word in the prose (code, math, link targets and directives' markup aside): a
+    Chinese word is one or two characters, so above 2 the prose holds more Chinese words than English ones."""
+    prose = _NOT_PROSE.sub(" ", markdown)
+    return len(CJK.findall(prose)) / max(len(_LATIN_WORD.findall(prose)), 1)
+
+
+def _title(markdown: str) -> str:
+    """A page's title as it reads: its first `# ` heading, markdown's escapes and emphasis aside."""
+    found = re.search(r"^# (.+)$", markdown, re.M)
+    assert found, "no title"
+    return re.sub(r"\\(?=[^\w\s])|[*`]", "", found[1]).strip()
+
+
+def _page_title(page_html: str) -> str:
+    found = re.search(r"<h1>([^<]*(?:<(?!/?h1|a class=\"headerlink\")[^<]*)*)<a class=\"headerlink\"", page_html)
+    return html.unescape(re.sub(r"<[^>]+>", "", found[1])).strip()
+
+
+def _assert_chinese_page(notebook: dict, page: str, where: str) -> None:
+    chinese_html = (SITE / ZH / page).read_text(encoding="utf-8")
+    markdown = _markdown(notebook)
+    assert _title(markdown) == _page_title(chinese_html), f"{where}: its title is not the Chinese page's"
+    if page in TRANSLATED:
+        ratio = _chinese_per_english_word(markdown)
+        assert ratio > 2, f"{where}: its prose is not Chinese ({ratio:.1f} CJK characters per English word)"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_chinese_pages_launch_buttons_open_its_chinese_notebook_where_it_is_published(page):
+    chinese = (SITE / ZH / page).read_text(encoding="utf-8")
+    launchers = _launchers(chinese)
+    if not shows_code(chinese):
+        assert not launchers, f"{page}: launch buttons on a page that runs nothing"
+        return
+    assert {"Binder", "Colab"} <= set(launchers) and ("JupyterHub" in launchers) == bool(HUB), launchers
+    notebook = Path(page).with_suffix(".ipynb").as_posix()
+    english = _notebook(PUBLISHED / notebook)
+    for name, url in launchers.items():
+        path = _published_path(name, url)
+        assert path == ZH + notebook, f"zh/{page}: {name} opens {url}, not the published {ZH + notebook}"
+        published = _notebook(PUBLISHED / path)
+        _assert_chinese_page(published, page, f"{name} of zh/{page} opens {path}")
+        assert _code(published) == _code(english), f"{path}: its code is not the English page's"
+        code = [c for c in published["cells"] if c["cell_type"] == "code"]
+        assert not code or any(c.get("outputs") for c in code), f"{path} was not executed"
+
+
+@pytest.mark.parametrize("page", [page for page in PAGES if shows_code((SITE / ZH / page).read_text(encoding="utf-8"))])
+def test_a_chinese_pages_download_button_offers_the_chinese_page(page):
+    here = (SITE / ZH / page).parent
+    offered = {(here / href).resolve() for href in re.findall(r'href="([^"]*_sources/[^"]+)"',
+                                                                (SITE / ZH / page).read_text(encoding="utf-8"))}
+    sources = SITE / ZH / "_sources" / Path(page).with_suffix("")
+    assert {sources.with_suffix(".ipynb").resolve(), sources.with_suffix(".md").resolve()} <= offered, offered
+    _assert_chinese_page(_notebook(sources.with_suffix(".ipynb")), page, f"zh/_sources/{page} (.ipynb)")
+    # The MyST source, still a notebook: its prose in Chinese, its code the English page's.
+    markdown = jupytext.reads(sources.with_suffix(".md").read_text(encoding="utf-8"), fmt="md:myst")
+    _assert_chinese_page(markdown, page, f"zh/_sources/{page} (.md)")
+    assert _code(markdown) == _code(jupytext.read(ROOT / Path(page).with_suffix(".md"), fmt="md:myst"))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_an_english_pages_launch_buttons_open_the_english_source_as_before(page):
+    english = (SITE / page).read_text(encoding="utf-8")
+    if not shows_code(english):
+        pytest.skip(f"{page} shows no code, so it has no launch buttons")
+    launchers, source = _launchers(english), Path(page).with_suffix(".md").as_posix()
+    notebook, branch, name = Path(page).with_suffix(".ipynb").as_posix(), REPOSITORY["branch"], GITHUB.split("/")[1]
+    expected = {"Binder": f"https://mybinder.org/v2/gh/{GITHUB}/{branch}?urlpath=lab/tree/{source}",
+                "Colab": f"https://colab.research.google.com/github/{GITHUB}/blob/{NOTEBOOKS_BRANCH}/{notebook}"}
+    if HUB:
+        expected["JupyterHub"] = (f"{HUB}/hub/user-redirect/git-pull?repo={quote(REPOSITORY['url'], safe='/')}"
+                                  f"&urlpath=lab/tree/{name}/{source}&branch={branch}")
+    assert launchers == expected
+    published = _markdown(_notebook(PUBLISHED / notebook))
+    assert _title(published) == _title((ROOT / source).read_text(encoding="utf-8")), f"{notebook}: not the English page"
+    assert _chinese_per_english_word(published) < 0.5, f"{notebook}: its prose is not English"
