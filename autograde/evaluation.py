@@ -24,6 +24,7 @@ __all__ = ["CheckFailed", "Outcome", "evaluate", "flatten", "describe_error"]
 # Captured at import, before any student code runs in this process. Only the CPU generator is
 # seeded: torch.manual_seed also queues seeds for every accelerator, recording a stack each time.
 _fork_rng, _manual_seed, _grad = torch.random.fork_rng, torch.default_generator.manual_seed, torch.autograd.grad
+_TYPE_NAME = type.__dict__["__name__"].__get__  # a class's own name, not a metaclass's property
 
 
 class CheckFailed(AssertionError):
@@ -50,13 +51,13 @@ def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
              guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> Outcome:
     """Build the object under test and call it on a copy of ``call`` (each under a fixed RNG seed), and,
     with ``grad``, backpropagate a seeded random upstream gradient. ``guard`` is entered around
-    the build and the call (the integrity guard, for a student's code).
+    the build, the call, the backward and the reading of an exception (the integrity guard, for a student's
+    code); the outcome is made after each.
 
     Raises:
         CheckFailed: the output does not depend on the inputs through autograd (with ``grad``).
     """
     inputs = call.clone(requires_grad=grad)
-    outcome = Outcome()
     try:
         with _fork_rng(devices=[]):
             _manual_seed(seed)
@@ -65,16 +66,27 @@ def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
             _manual_seed(seed + 2)  # the call draws the same random numbers on both sides (dropout)
             with guard():
                 output = built(*inputs.args, **inputs.kwargs)
-        outcome.output = _detach(output)
-        outcome.changed = inputs.changed_from(call)
+        grads = []
         if grad:
-            outcome.grads = _gradients(output, inputs, parameters(built), seed)
+            with guard():  # a backward of the student's own (an autograd.Function) is their code too
+                grads = _gradients(output, inputs, parameters(built), seed)
+        return Outcome(output=_detach(output), grads=grads, changed=inputs.changed_from(call))
     except CheckFailed:
         raise
     except Exception as error:  # the student's code may raise anything; it is reported, not fatal
-        outcome.error, outcome.error_type = describe_error(error), type(error).__name__
-        outcome.trace = _student_traceback(error)
-    return outcome
+        return _failure(error, guard)
+
+
+def _failure(error: BaseException, guard: Callable[[], contextlib.AbstractContextManager]) -> Outcome:
+    """The outcome of code that raised ``error``. Its message and traceback are read under the guard: the
+    exception's ``__str__`` is the student's code, and so is what a notebook's traceback consults. The outcome is
+    made afterwards, so that nothing run here can reach it."""
+    try:
+        with guard():
+            text, trace = describe_error(error), _student_traceback(error)
+    except Exception as refused:  # what the message's code did was refused: that is the outcome
+        error, text, trace = refused, describe_error(refused), ""
+    return Outcome(error=text, error_type=_TYPE_NAME(type(error)), trace=trace)
 
 
 def _gradients(output: Any, inputs: Call, parameters: list[torch.Tensor], seed: int) -> list[torch.Tensor | None]:
@@ -115,7 +127,7 @@ def describe_error(error: BaseException) -> str:
         text = str(error)
     except Exception:  # a student's exception class may break its own __str__
         text = "(the exception's message could not be shown)"
-    return f"{type(error).__name__}: {text}"
+    return f"{_TYPE_NAME(type(error))}: {text}"
 
 
 def _student_traceback(error: BaseException) -> str:

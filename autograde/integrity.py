@@ -145,6 +145,32 @@ _INSTALLED = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, sy
 _GRADER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _EXERCISES_DIR = os.path.join(_GRADER_DIR, "exercises", "")
 _SIGNATURES: dict[types.CodeType, tuple] = {}
+_HANDMADE = "a function whose code was made by hand (CodeType.replace)"
+# Code that compiling makes holds only these constants and plain str names: the hook may hash it and call its
+# names' methods. Code made by hand may hold an object of the student's whose __hash__ or startswith would run
+# inside the hook, where nothing is watched.
+_CONSTANT_TYPES = frozenset({str, bytes, int, float, complex, bool, type(None), type(...), types.CodeType})
+_ORDINARY: dict[int, types.CodeType] = {}  # id → code found ordinary (held, so that no other code takes its id)
+
+
+def _plain_constant(value: object) -> bool:
+    kind = type(value)
+    if kind is tuple or kind is frozenset:
+        return all(_plain_constant(v) for v in value)
+    return kind in _CONSTANT_TYPES and (kind is not types.CodeType or _ordinary(value))
+
+
+def _ordinary(code: types.CodeType) -> bool:
+    """Is ``code`` as compiling makes it: plain constants, and names that are str, not a subclass of it? Worked out
+    once per code object, touching nothing of the student's (no hash, no method)."""
+    if id(code) in _ORDINARY:
+        return True
+    names = (code.co_filename, code.co_name, code.co_qualname, *code.co_names, *code.co_varnames,
+             *code.co_freevars, *code.co_cellvars)
+    if not (all(type(name) is str for name in names) and _plain_constant(code.co_consts)):
+        return False
+    _ORDINARY[id(code)] = code
+    return True
 
 
 def _signature(code: types.CodeType) -> tuple:
@@ -273,6 +299,8 @@ class Forbid:
         caller = frame.f_back if event == "call" else frame
         if event == "call":
             code = frame.f_code
+            if not _ordinary(code):  # before anything hashes it or calls a method of its names
+                return _HANDMADE
             if code in self._allowed:
                 return None
             if code in self._codes:
@@ -307,7 +335,7 @@ class Forbid:
             owner = getattr(arg, "__self__", None)
             method = getattr(arg, "__name__", None)
             # a Tensor subclass's method too (x.as_subclass(T).softmax()), by the true MRO, which no class can fake
-            if method in self._tensor_methods and any(c.__name__ == "Tensor" for c in _MRO.__get__(type(owner))):
+            if method in self._tensor_methods and any(_TYPE_NAME(c) == "Tensor" for c in _MRO.__get__(type(owner))):
                 return self._tensor_methods[method]
         return None
 
@@ -354,6 +382,9 @@ class Forbid:
         if what == _COMPILED:
             return ("compiled code runs where the grader's guard cannot follow it. Check the plain function; "
                     "compile it after the checks if you like. This part earns nothing while it is compiled.")
+        if what == _HANDMADE:
+            return ("code put together by hand can run where the grader's guard cannot see it. Write plain "
+                    "functions. This part earns nothing while it does.")
         if what == _OPERATORS:
             return ("the operators under PyTorch's functions reach what an exercise forbids by another door. This "
                     "part earns nothing while it does.")
@@ -412,6 +443,7 @@ class _RefuseListed(TorchFunctionMode):
 _EXIT_CODE = Forbid.__exit__.__code__
 _MODE_CODE = _RefuseListed.__torch_function__.__code__
 _MRO = type.__dict__["__mro__"]
+_TYPE_NAME = type.__dict__["__name__"].__get__  # a class's own name: a metaclass's __name__ property is not read
 
 
 class Snapshot:

@@ -2,6 +2,7 @@
 earn nothing, patching the grader changes nothing, and the audit flags what a student's cells should
 not do. When grading, the checks do not run beside student code at all: tests/test_grading_attacks.py."""
 import math
+import types
 
 import pytest
 import torch
@@ -556,3 +557,84 @@ def _a_catalogued_mistake_under_another_name():
 def test_the_graders_code_relayed_by_its_own_utilities_or_renamed_earns_nothing(borrowed, named):
     with pytest.raises(CheckFailed, match=f"ForbiddenCall: your code called {named}, which is off limits"):
         check("ch01_attention.softmax", borrowed)
+
+
+def _hand_made(**changes):
+    """A generator function whose code was rebuilt with ``changes`` (CodeType.replace), as a student can."""
+    def generator():
+        yield
+
+    return types.FunctionType(generator.__code__.replace(**changes), {})
+
+
+class _SlyName(str):
+    """A file name whose startswith calls the reference: the guard's hook asks it, where nothing is watched."""
+
+    def startswith(self, *prefixes):
+        _smuggled.append(tfm_ref.softmax(torch.ones(3), -1))
+        return False
+
+
+class _SlyConstant:
+    def __hash__(self):  # hashing the code hashes its constants
+        _smuggled.append(tfm_ref.softmax(torch.ones(3), -1))
+        return 7
+
+
+_smuggled: list = []
+
+
+@pytest.mark.parametrize("hand_made", [
+    lambda: _hand_made(co_filename=_SlyName("<cell 3>")),
+    lambda: _hand_made(co_consts=_hand_made().__code__.co_consts + (_SlyConstant(),)),
+], ids=["file-name", "constant"])
+def test_code_made_by_hand_runs_nothing_inside_the_guards_hook(hand_made):
+    run = hand_made()
+    _smuggled.clear()
+    with pytest.raises(ForbiddenCall, match="made by hand"):
+        with Forbid([torch.softmax]):
+            for _ in run():
+                pass
+    assert _smuggled == [], "the student's code ran inside the hook, unwatched"
+
+
+def test_a_metaclass_name_is_not_read_by_the_guards_hook():
+    read = []
+    meta = type("Meta", (type(torch.Tensor),), {"__name__": property(lambda cls: read.append(cls) or "Tensor")})
+    sly = meta("Sly", (torch.Tensor,), {})
+    with pytest.raises(ForbiddenCall, match="Tensor.softmax"):
+        with Forbid([torch.Tensor.softmax]):
+            torch.randn(3).as_subclass(sly).softmax(-1)
+    assert read == []
+
+
+def test_an_exceptions_message_and_a_backward_of_the_students_own_run_under_the_guard():
+    """Code run after the call (the message of the exception it raised, a custom backward) may not borrow the
+    reference either: there, before, it ran unwatched and could fill in the outcome."""
+    class Sly(Exception):
+        def __str__(self):
+            return str(tfm_ref.softmax(torch.ones(3), -1))
+
+    def raises(x, dim=-1):
+        raise Sly()
+
+    class Borrowed(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, dim):
+            ctx.save_for_backward(x)
+            ctx.dim = dim
+            e = (x - x.amax(dim, keepdim=True)).exp()
+            return torch.nan_to_num(e / e.sum(dim, keepdim=True))
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            y = tfm_ref.softmax(x, ctx.dim)
+            return y * (grad - (grad * y).sum(ctx.dim, keepdim=True)), None
+
+    def borrows_its_gradient(x, dim=-1):
+        return Borrowed.apply(x, dim)
+
+    for student in (raises, borrows_its_gradient):
+        with pytest.raises(CheckFailed, match="off limits"):
+            check("ch01_attention.softmax", student, hidden=True)
