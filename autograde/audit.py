@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import types
 
 __all__ = ["audit"]
 
@@ -45,7 +46,12 @@ _INTROSPECTION_ATTRIBUTES = {
     "__globals__", "__closure__", "__code__", "__subclasses__", "__bases__", "__mro__", "__dict__",
     "__builtins__", "__self__", "__func__", "__wrapped__", "__getattribute__", "__reduce__", "__reduce_ex__",
     "getprofile", "gettrace", "__setattr__", "to_thread", "__traceback__",
+    # a function's or generator's code, to be rebuilt by hand; its defaults, objects it holds
+    "gi_code", "cr_code", "ag_code", "f_code", "co_consts", "co_code", "co_filename", "co_names", "__defaults__",
+    "__kwdefaults__",
 }
+# what evaluates strings as code, as exec does: annotations read with eval_str, typing's hints
+_EVALUATES = {"get_type_hints", "get_annotations"}
 _TORCH_INTERNALS = {"ops", "_C", "jit", "_ops", "overrides"}  # attributes of torch
 _PLAIN_NAMES = {"types.SimpleNamespace"}  # in a flagged module, but a plain record
 # what of ``inspect`` reads a function's declared face, not the running interpreter: ``import inspect`` is judged by
@@ -65,6 +71,8 @@ def _reexported(name: str) -> bool:
         found = getattr(importlib.import_module(module), attribute, None)
     except ImportError:  # ``name`` is a module itself
         return False
+    if isinstance(found, types.ModuleType):  # a module of the reference the widget imported (tfm_ref.attention)
+        return not found.__name__.startswith("tfm_ref.widgets")
     return callable(found) and not str(getattr(found, "__module__", "")).startswith("tfm_ref.widgets")
 
 
@@ -96,16 +104,14 @@ def _root_name(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _imports(tree: ast.AST) -> dict[str, str]:
-    """Local name → module it is bound to, for every import in the code."""
-    names: dict[str, str] = {}
+def _imports(tree: ast.AST) -> list[tuple[str, str]]:
+    """(local name, module it is bound to) for every import in the code."""
+    names: list[tuple[str, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                names[alias.asname or alias.name.split(".")[0]] = alias.name
+            names += [(alias.asname or alias.name.split(".")[0], alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
-            for alias in node.names:
-                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            names += [(alias.asname or alias.name, f"{node.module}.{alias.name}") for alias in node.names]
     return names
 
 
@@ -130,84 +136,106 @@ def _module_flags(module: str) -> set[str]:
 
 
 def audit(sources: list[str]) -> list[str]:
-    """Flags for the student's code cells (sorted, without duplicates)."""
+    """Flags for the student's code cells (sorted, without duplicates).
+
+    A name imported in one cell is that module in every cell (cells share one namespace), and a name bound to
+    several modules (``import inspect as ins`` here, ``import math as ins`` in a function there) is read as each.
+    """
     flags: set[str] = set()
+    trees = []
     for source in sources:
         if len(source) > MAX_AUDITED_CHARS:
             flags.add("unaudited-code")
             continue
         try:
-            tree = ast.parse(source)
+            trees.append(ast.parse(source))
         except SyntaxError:
             flags.add("syntax-error")
-            continue
         except (RecursionError, MemoryError, ValueError):  # nested too deeply for the parser
             flags.add("unaudited-code")
-            continue
-        imported = _imports(tree)
-        called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
-        plain_inspect = {id(node.value) for node in ast.walk(tree)
-                         if isinstance(node, ast.Attribute) and node.attr in _PLAIN_INSPECT}
-        for module in imported.values():
+    bindings: dict[str, list[str]] = {}
+    for tree in trees:
+        for name, module in _imports(tree):
+            bindings.setdefault(name, [])
+            if module not in bindings[name]:
+                bindings[name].append(module)
             flags |= _module_flags(module)
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-                for target in targets:
-                    if isinstance(target, (ast.Attribute, ast.Subscript)):
-                        root = _root_name(target)
-                        attr = target.attr if isinstance(target, ast.Attribute) else ""
-                        if _guarded(imported.get(root)) or root in ("sys", "builtins", "__builtins__") \
-                                or attr.startswith("__"):
-                            flags.add("patches-modules")
-            elif isinstance(node, ast.Call):
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-                root = _root_name(func) if isinstance(func, ast.Attribute) else None
-                plain = isinstance(func, ast.Name) and _plain_attribute_call(node, imported)
-                if name in _PATCH_CALLS and not plain:
-                    flags.add("patches-modules")
-                # exec, eval and compile as builtins: `model.eval()` and `torch.compile` are not them
-                if name in _DYNAMIC - _PATCH_CALLS and not plain and (name not in _CODE_BUILTINS
-                                                                      or isinstance(func, ast.Name)
-                                                                      or root in ("builtins", "__builtins__")):
-                    flags.add("dynamic-code")
-                if name == "open" or (name in _FILE_CALLS and (root is None or imported.get(root, root).split(".")[0] in _FILE_MODULES)):
-                    if name not in ("load", "copy") or root is not None:
-                        flags.add("reads-files")
-                if name in _PROCESS_CALLS and imported.get(root, root) == "os":
-                    flags.add("runs-commands")
-                if name in ("attrgetter", "methodcaller"):  # getattr by another name
-                    flags.add("dynamic-code")
-            elif isinstance(node, ast.Name) and (node.id in ("__builtins__", "__loader__") or node.id in _DYNAMIC
-                                                 and id(node) not in called):
-                flags.add("dynamic-code")  # `g = getattr`: the builtin under another name
-            elif isinstance(node, ast.Name) and imported.get(node.id, node.id) == "inspect" \
-                    and id(node) not in plain_inspect:
-                flags.add("introspection")  # inspect.currentframe(), inspect.stack(), the module handed on
-            elif isinstance(node, ast.Constant) and node.value in _INTROSPECTION_ATTRIBUTES:
-                flags.add("introspection")  # getattr(error, "__traceback__"): the attribute named in a string
-            elif isinstance(node, ast.FunctionDef) and node.name in ("__torch_function__", "__torch_dispatch__"):
-                flags.add("torch-internals")  # a Tensor subclass's hook runs while the guard's mode steps aside
-            if isinstance(node, ast.Attribute):
-                root = _root_name(node) or ""
-                bound = imported.get(root, root)  # `torch` unimported in this cell: the setup cell's
-                own_class = isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
-                    and node.value.func.id == "super"  # super().__setattr__ in a module's own __setattr__
-                if node.attr in _INTROSPECTION_ATTRIBUTES and not own_class:
-                    flags.add("introspection")
-                if (node.attr in _TORCH_INTERNALS and bound.split(".")[0] == "torch") or node.attr == "as_subclass":
-                    flags.add("torch-internals")
-                if node.attr == "modules" and bound == "sys":
-                    flags.add("dynamic-code")
-                if node.attr in ("threading", "_thread"):  # a module's own import of them (queue.threading)
-                    flags.add("introspection")
-                # a widget module under a name of its own: what it re-exports of the reference is the reference
-                if root != "tfm_ref" and bound.startswith("tfm_ref.widgets.") and isinstance(node.value, ast.Name) \
-                        and _reexported(f"{bound}.{node.attr}"):
-                    flags.add("imports-reference")
-                # `import tfm_ref.widgets.x` binds the name tfm_ref, and with it the whole reference
-                if root == "tfm_ref" and bound.startswith("tfm_ref.widgets") and isinstance(node.value, ast.Name) \
-                        and node.attr != "widgets":
-                    flags.add("imports-reference")
+    readings = max((len(modules) for modules in bindings.values()), default=1)
+    for reading in range(readings):
+        imported = {name: modules[min(reading, len(modules) - 1)] for name, modules in bindings.items()}
+        for tree in trees:
+            flags |= _node_flags(tree, imported)
     return sorted(flags)
+
+
+def _node_flags(tree: ast.AST, imported: dict[str, str]) -> set[str]:
+    """What the code of one cell does, read with ``imported`` (local name → module)."""
+    flags: set[str] = set()
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    plain_inspect = {id(node.value) for node in ast.walk(tree)
+                     if isinstance(node, ast.Attribute) and node.attr in _PLAIN_INSPECT}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__annotations__" for t in targets):
+                flags.add("dynamic-code")  # strings that eval_str or get_type_hints would run
+            for target in targets:
+                if isinstance(target, (ast.Attribute, ast.Subscript)):
+                    root = _root_name(target)
+                    attr = target.attr if isinstance(target, ast.Attribute) else ""
+                    if _guarded(imported.get(root)) or root in ("sys", "builtins", "__builtins__") \
+                            or attr.startswith("__"):
+                        flags.add("patches-modules")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            root = _root_name(func) if isinstance(func, ast.Attribute) else None
+            plain = isinstance(func, ast.Name) and _plain_attribute_call(node, imported)
+            if name in _PATCH_CALLS and not plain:
+                flags.add("patches-modules")
+            # exec, eval and compile as builtins: `model.eval()` and `torch.compile` are not them
+            if name in _DYNAMIC - _PATCH_CALLS and not plain and (name not in _CODE_BUILTINS
+                                                                  or isinstance(func, ast.Name)
+                                                                  or root in ("builtins", "__builtins__")):
+                flags.add("dynamic-code")
+            if name == "open" or (name in _FILE_CALLS and (root is None or imported.get(root, root).split(".")[0] in _FILE_MODULES)):
+                if name not in ("load", "copy") or root is not None:
+                    flags.add("reads-files")
+            if name in _PROCESS_CALLS and imported.get(root, root) == "os":
+                flags.add("runs-commands")
+            if name in ("attrgetter", "methodcaller"):  # getattr by another name
+                flags.add("dynamic-code")
+            if name in _EVALUATES or any(keyword.arg == "eval_str" for keyword in node.keywords):
+                flags.add("dynamic-code")  # inspect.signature(f, eval_str=True) evaluates f's annotations
+        elif isinstance(node, ast.Name) and (node.id in ("__builtins__", "__loader__") or node.id in _DYNAMIC
+                                             and id(node) not in called):
+            flags.add("dynamic-code")  # `g = getattr`: the builtin under another name
+        elif isinstance(node, ast.Name) and imported.get(node.id, node.id) == "inspect" \
+                and id(node) not in plain_inspect:
+            flags.add("introspection")  # inspect.currentframe(), inspect.stack(), the module handed on
+        elif isinstance(node, ast.Constant) and node.value in _INTROSPECTION_ATTRIBUTES:
+            flags.add("introspection")  # getattr(error, "__traceback__"): the attribute named in a string
+        elif isinstance(node, ast.FunctionDef) and node.name in ("__torch_function__", "__torch_dispatch__"):
+            flags.add("torch-internals")  # a Tensor subclass's hook runs while the guard's mode steps aside
+        if isinstance(node, ast.Attribute):
+            root = _root_name(node) or ""
+            bound = imported.get(root, root)  # `torch` unimported in this cell: the setup cell's
+            own_class = isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
+                and node.value.func.id == "super"  # super().__setattr__ in a module's own __setattr__
+            if node.attr in _INTROSPECTION_ATTRIBUTES and not own_class:
+                flags.add("introspection")
+            if (node.attr in _TORCH_INTERNALS and bound.split(".")[0] == "torch") or node.attr == "as_subclass":
+                flags.add("torch-internals")
+            if node.attr == "modules" and bound == "sys":
+                flags.add("dynamic-code")
+            if node.attr in ("threading", "_thread"):  # a module's own import of them (queue.threading)
+                flags.add("introspection")
+            # a widget module under a name of its own: what it re-exports of the reference is the reference
+            if root != "tfm_ref" and bound.startswith("tfm_ref.widgets.") and isinstance(node.value, ast.Name) \
+                    and _reexported(f"{bound}.{node.attr}"):
+                flags.add("imports-reference")
+            # `import tfm_ref.widgets.x` binds the name tfm_ref, and with it the whole reference
+            if root == "tfm_ref" and bound.startswith("tfm_ref.widgets") and isinstance(node.value, ast.Name) \
+                    and node.attr != "widgets":
+                flags.add("imports-reference")
+    return flags

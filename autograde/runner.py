@@ -92,7 +92,7 @@ def _execute(request: dict, namespace: dict) -> dict:
     status, error = "ok", ""
     with _captured(request["output_chars"]) as out:
         try:
-            exec(compile(source, filename, "exec"), namespace)
+            exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # not runner.py's __future__ imports
         except BaseException as exc:  # SystemExit and KeyboardInterrupt from a cell are its failure too
             status, error = "error", _student_trace(exc)
         finally:

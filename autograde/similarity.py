@@ -8,14 +8,16 @@ of fingerprints. The fingerprints of the released stub (the signature and docstr
 student starts from) are dropped. A cell with at least ``MIN_FINGERPRINTS`` left is flagged
 
 * ``similar-to:tfm_ref.<module>.<name>`` when ``OVERLAP`` of its fingerprints are in the
-  source of one function or class of tfm_ref;
+  source of one function or class of tfm_ref, or ``OVERLAP`` of that source's are in it (a piece
+  pasted whole beside other code);
 * ``similar-to:<student_id>`` when its fingerprints and those of the same cell of another
   student agree that much (Jaccard).
 
 Short solutions that everyone writes the same way (``x.transpose(1, 2)``) stay under the size
 threshold: they say nothing about copying. Nor does a likeness to a piece of tfm_ref that the
-instructor's own solution has too (the natural softmax or greedy loop is tfm_ref's): that piece is
-not compared for that cell.
+instructor's own solutions to the assignment have too (the natural softmax or greedy loop is
+tfm_ref's): there a cell is flagged only when it comes closer to that piece than they do, by
+``MARGIN`` (tfm_ref's greedy loop pasted whole, say).
 """
 from __future__ import annotations
 
@@ -30,12 +32,13 @@ from pathlib import Path
 from .audit import MAX_AUDITED_CHARS
 from .course import ROOT
 
-__all__ = ["fingerprints", "similarity_flags", "K", "WINDOW", "MIN_FINGERPRINTS", "OVERLAP", "MAX_LINE_CHARS"]
+__all__ = ["fingerprints", "similarity_flags", "K", "WINDOW", "MIN_FINGERPRINTS", "OVERLAP", "MARGIN", "MAX_LINE_CHARS"]
 
 K = 7  # tokens per k-gram
 WINDOW = 4  # k-grams per winnowing window
 MIN_FINGERPRINTS = 25
 OVERLAP = 0.8
+MARGIN = 0.1  # how much closer to a piece of tfm_ref than the instructor's own solution a cell must come
 TFM_REF = ROOT / "tfm_ref"
 MAX_LINE_CHARS = 1_000  # longer lines are left out: Python's tokenizer takes time quadratic in a line's length
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
@@ -99,10 +102,30 @@ def similarity_flags(rows: list[dict], stubs: dict[tuple[str, str], str], packag
         found = fingerprints(code) - fingerprints(stubs.get(cell, ""))
         return found if len(found) >= MIN_FINGERPRINTS else set()
 
-    def like(mine: set[int]) -> set[str]:
-        return {name for name, theirs in pieces if mine and len(mine & theirs) >= OVERLAP * len(mine)}
+    def likeness(mine: set[int]) -> dict[str, float]:
+        """The pieces ``mine`` resembles: how much of it is theirs, or of theirs is in it (a piece pasted whole
+        beside other code), where that reaches `OVERLAP`."""
+        found: dict[str, float] = {}
+        if not mine:  # too short to say anything (`evidence`)
+            return found
+        for name, theirs in pieces:
+            shared = len(mine & theirs)
+            share = max(shared / len(mine), shared / len(theirs) if len(theirs) >= MIN_FINGERPRINTS else 0.0)
+            if share >= OVERLAP:
+                found[name] = share
+        return found
 
-    natural = {cell: like(evidence(code, cell)) for cell, code in (solutions or {}).items()}
+    natural: dict[str, dict[str, float]] = {}  # assignment → the pieces its solutions resemble, and how much
+    for (assignment, grade_id), code in (solutions or {}).items():
+        course = natural.setdefault(assignment, {})
+        for name, share in likeness(evidence(code, (assignment, grade_id))).items():
+            course[name] = max(share, course.get(name, 0.0))
+
+    def like(mine: set[int], assignment: str) -> set[str]:
+        """The pieces ``mine`` resembles more than the instructor's solutions to the assignment do, by `MARGIN`
+        (a softmax written out again in a later cell is as natural as in its own)."""
+        course = natural.get(assignment, {})
+        return {name for name, share in likeness(mine).items() if name not in course or share > course[name] + MARGIN}
     prints: list[dict[str, set[int]]] = []
     for row in rows:
         cells = {grade_id: evidence(code, (row["assignment"], grade_id)) for grade_id, code in row.get("code", {}).items()}
@@ -110,7 +133,7 @@ def similarity_flags(rows: list[dict], stubs: dict[tuple[str, str], str], packag
     flags: list[set[str]] = [set() for _ in rows]
     for i, row in enumerate(rows):
         for grade_id, mine in prints[i].items():
-            flags[i] |= {f"similar-to:{name}" for name in like(mine) - natural.get((row["assignment"], grade_id), set())}
+            flags[i] |= {f"similar-to:{name}" for name in like(mine, row["assignment"])}
             for j in range(i + 1, len(rows)):
                 other = prints[j].get(grade_id)
                 if other and rows[j]["assignment"] == row["assignment"] \

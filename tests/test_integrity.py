@@ -238,6 +238,13 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("import inspect as i\ntools = i", "introspection"),
     ("from inspect import currentframe", "introspection"),
     ("from inspect import *", "introspection"),
+    ("sig = inspect.signature(f, eval_str=True)", "dynamic-code"),
+    ("from typing import get_type_hints\nhints = get_type_hints(f)", "dynamic-code"),
+    ("class H:\n    __annotations__ = {'x': 'exec(payload)'}", "dynamic-code"),
+    ("hop = g().gi_code.replace(co_filename=name)", "introspection"),
+    ("defaults = f.__kwdefaults__", "introspection"),
+    ("from tfm_ref.widgets.alignment import attention  # the reference's module, imported by a widget",
+     "imports-reference"),
     ("import operator, sys\nloaded = operator.attrgetter('modules')(sys)", "dynamic-code"),
     ("import pickle\nfork = pickle.loads(b'cposix\\nfork\\n)R.')", "dynamic-code"),
     ("from marshal import loads", "dynamic-code"),
@@ -259,6 +266,17 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
 ])
 def test_audit_flags_what_student_code_should_not_do(code, flag):
     assert flag in audit([code])
+
+
+@pytest.mark.parametrize("cells, flag", [
+    (["import inspect as ins", "frame = ins.currentframe()"], "introspection"),
+    (["import inspect as ins\ndef unused():\n    import math as ins", "frame = ins.stack()"], "introspection"),
+    (["import torch as T", "ops = T._C"], "torch-internals"),
+    (["import tfm_ref.widgets.attention as w", "softmax = w.softmax"], "imports-reference"),
+], ids=["inspect-alias", "alias-bound-twice", "torch-alias", "widget-alias"])
+def test_audit_reads_a_name_imported_in_one_cell_as_that_module_in_every_cell(cells, flag):
+    """The cells share one namespace; a name bound to two modules is read as either."""
+    assert flag in audit(cells)
 
 
 @pytest.mark.parametrize("code", [

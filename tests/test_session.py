@@ -26,3 +26,13 @@ def test_a_checks_printed_output_is_kept_only_up_to_the_cells_limit_as_the_repli
         with pytest.raises(CheckFailed):
             candidate.evaluate(exercise, exercise.visible[0], Call(torch.zeros(2)), {}, 0, None)
     assert sum(map(len, printed)) == limits.output_chars + 1  # one more than kept: the cell is marked truncated
+
+
+def test_a_cell_runs_as_in_jupyter_without_the_runners_own_future_imports():
+    """runner.py's `from __future__ import annotations` would make every annotation of the student's a string."""
+    from autograde.runner import _execute
+
+    namespace: dict = {}
+    reply = _execute({"source": "def f(x: int) -> int:\n    return x\nkind = f.__annotations__['x']", "index": 0,
+                      "output_chars": 1000}, namespace)
+    assert reply["status"] == "ok" and namespace["kind"] is int

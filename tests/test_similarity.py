@@ -2,6 +2,7 @@
 every student starts from, are not."""
 import inspect
 import re
+import textwrap
 
 import tfm_ref
 from autograde.similarity import MIN_FINGERPRINTS, fingerprints, similarity_flags
@@ -79,3 +80,15 @@ def test_a_likeness_that_the_instructors_own_solution_shares_is_not_evidence():
     assert similarity_flags(rows, stubs, solutions={cell: solution}) == [set()]
     copied = [{"student_id": "b", "assignment": cell[0], "code": {cell[1]: inspect.getsource(tfm_ref.beam_search)}}]
     assert any(f.startswith("similar-to:tfm_ref.beam_search") for f in similarity_flags(copied, stubs, solutions={cell: solution})[0])
+    # closer to tfm_ref than the course's own solution comes: tfm_ref's loop pasted whole, its docstring changed
+    pasted = re.sub(r'"""[\s\S]*?"""', '"""Mine."""', inspect.getsource(tfm_ref.greedy_decode), count=1)
+    rows = [{"student_id": "c", "assignment": cell[0], "code": {cell[1]: pasted}}]
+    assert "similar-to:tfm_ref.decoding.greedy_decode" in similarity_flags(rows, stubs, solutions={cell: solution})[0]
+
+
+def test_a_piece_of_tfm_ref_pasted_whole_beside_other_code_is_flagged():
+    """Most of the cell is other code, so little of it is the piece; but all of the piece is in it."""
+    own = inspect.getsource(textwrap.TextWrapper)  # any long code of one's own
+    pasted = own + "\n" + inspect.getsource(tfm_ref.scaled_dot_product_attention)
+    flags = similarity_flags([{"student_id": "a", "assignment": "ch01_attention", "code": {"attention": pasted}}], {})
+    assert "similar-to:tfm_ref.attention.scaled_dot_product_attention" in flags[0]
