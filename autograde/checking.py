@@ -41,6 +41,7 @@ import math
 import random
 import sys
 import time
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -53,7 +54,7 @@ from .comparison import Tolerance, compare, error_hint, same
 from .display import indent, show, show_named
 from .evaluation import CheckFailed, Outcome, evaluate, flatten
 from .inputs import Call, randn, random_dims
-from .integrity import Forbid, ForbiddenCall, Snapshot, forbid_everywhere
+from .integrity import Forbid, ForbiddenCall, Snapshot, forbid_everywhere, nested_code
 
 __all__ = [
     "Call", "Case", "Mistake", "Exercise", "ModuleAdapter", "FunctionAdapter", "CheckFailed", "Report",
@@ -252,6 +253,10 @@ class Candidate:
     def sibling(self, exercise: Exercise) -> Candidate | None:
         return None
 
+    def names(self, name: str) -> bool | None:
+        """Does the implementation's code name ``name`` (call it, most likely)? None: it cannot be told here."""
+        return None
+
 
 class LocalCandidate(Candidate):
     """The student's function or class in this process, called under the integrity guard
@@ -266,6 +271,20 @@ class LocalCandidate(Candidate):
             namespace = vars(sys.modules.get(getattr(self.impl, "__module__", ""), sys))
         other = namespace.get(exercise.name)
         return LocalCandidate(other, self.guarded) if callable(other) and other is not self.impl else None
+
+    def names(self, name: str) -> bool | None:
+        """True where the code of the function, or of a method of the class and its own bases, names ``name``;
+        None otherwise: the code may still reach it under another name."""
+        impl = self.impl
+        if type(impl) is types.FunctionType:
+            functions = [impl]
+        elif isinstance(impl, type):
+            functions = [f for klass in impl.__mro__ if not klass.__module__.startswith(("torch", "builtins"))
+                         for f in vars(klass).values() if type(f) is types.FunctionType]
+        else:
+            return None
+        named = any(name in code.co_names for f in functions for code in nested_code(f.__code__))
+        return True if named else None
 
     def evaluate(self, exercise: Exercise, case: Case, call: Call, dims: Dims, seed: int,
                  weights: dict[str, torch.Tensor] | None) -> Outcome:
@@ -314,7 +333,7 @@ class _Failure:
         """Did the error pass through the student's function of that name (a frame of its traceback)?"""
         return any(line.rstrip().endswith(f", in {function}") for line in self.got.trace.splitlines())
 
-    def _forbidden_details(self, exercise: Exercise, failing_uses: list[Report]) -> list[str]:
+    def _forbidden_details(self, exercise: Exercise, failing_uses: list[tuple[Report, bool | None]]) -> list[str]:
         """Where the forbidden call was made and what to call instead (unless the student's own earlier
         function is what made it); no input, since every input fails alike."""
         lines = []
@@ -329,7 +348,7 @@ class _Failure:
         return lines
 
     def message(self, exercise: Exercise, case: Case, seed: int, hidden: bool, reveal_fix: bool,
-                failing_uses: list[Report]) -> str:
+                failing_uses: list[tuple[Report, bool | None]]) -> str:
         kind = "hidden check" if hidden and case in exercise.hidden else "check"
         if self.stub:
             return (f"✗ {exercise.name}: not written yet — it raises NotImplementedError. Delete the line "
@@ -337,11 +356,12 @@ class _Failure:
         # what a common exception most often means, where no catalogued mistake says what it means here
         problem = self.problem.rstrip(".") + (error_hint(self.got.error) if self.got.error and not self.hint else "")
         lines = [f"✗ {exercise.name}: {kind} '{case.label}' failed — {problem}."]
-        for report in failing_uses:
+        for report, calls in failing_uses:
             first, *rest = report.message.splitlines()
             named = [line for line in rest if line.startswith(MISTAKE_PREFIX)]  # its diagnosis, if it has one
-            lines += [f"Your `{report.exercise}` from an earlier exercise fails its own check, and this "
-                      "exercise calls it: fix it first.", indent("\n".join([first, *named]))]
+            lines += [f"Your `{report.exercise}` from an earlier exercise fails its own check"
+                      + (", and this exercise calls it: fix it first." if calls else
+                         "; if this exercise calls it, fix that first."), indent("\n".join([first, *named]))]
         if self.hint:
             lines.append(f"{MISTAKE_PREFIX}{self.mistake}: {self.hint}")
             if self.fix and reveal_fix:
@@ -498,15 +518,16 @@ def _random_where_the_reference_is_not(exercise: Exercise, case: Case, candidate
     return again.error is None and not same(again, failure.got, _tolerance(exercise, case))
 
 
-def _failing_uses(uses: Sequence[Exercise], candidate: Candidate, seed: int) -> list[Report]:
-    """Those of the earlier exercises ``uses`` whose student version fails its own visible check."""
+def _failing_uses(uses: Sequence[Exercise], candidate: Candidate, seed: int) -> list[tuple[Report, bool | None]]:
+    """Those of the earlier exercises ``uses`` whose student version fails its own visible check, each with
+    whether the student's code names it (`Candidate.names`)."""
     failing = []
     for used in uses:
         sibling = candidate.sibling(used)
         if sibling is not None:
             report = used.run(sibling, seed=seed)
             if not report.passed:
-                failing.append(report)
+                failing.append((report, candidate.names(used.name)))
     return failing
 
 

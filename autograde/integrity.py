@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["ForbiddenCall", "Forbid", "Snapshot", "PROTECTED_MODULES"]
+__all__ = ["ForbiddenCall", "Forbid", "Snapshot", "PROTECTED_MODULES", "nested_code"]
 
 PROTECTED_MODULES = (
     "builtins", "math", "numpy", "numpy.testing", "torch", "torch.nn",
@@ -51,11 +51,12 @@ class ForbiddenCall(RuntimeError):
     """A student's function called the reference or the library function that does the exercise."""
 
 
-def _walk_code(code: types.CodeType) -> Iterator[types.CodeType]:
+def nested_code(code: types.CodeType) -> Iterator[types.CodeType]:
+    """``code`` and the code of every function, class body and comprehension defined in it."""
     yield code
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            yield from _walk_code(const)
+            yield from nested_code(const)
 
 
 def _functions_of(obj: object, seen: set[int]) -> Iterator[types.FunctionType]:
@@ -189,7 +190,7 @@ def _reference_signatures(packages: tuple[str, ...]) -> dict[tuple, str]:
     for name, module in list(sys.modules.items()):
         if module is not None and any(name == p or name.startswith(p + ".") for p in packages):
             for function in _functions_of(module, set()):
-                for code in _walk_code(function.__code__):
+                for code in nested_code(function.__code__):
                     found.setdefault(_signature(code), f"{function.__module__}.{function.__qualname__}")
     return found
 
@@ -280,7 +281,7 @@ class Forbid:
             self._escapes.add(self._builtins[id(escape)])
         self._packages = tuple(packages)
         self._dirs = tuple(d for d in map(_package_dir, packages) if d)
-        self._allowed = {code for f in allowed if hasattr(f, "__code__") for code in _walk_code(f.__code__)}
+        self._allowed = {code for f in allowed if hasattr(f, "__code__") for code in nested_code(f.__code__)}
         self._allowed_copies = {_signature(code) for code in self._allowed}
         self._previous: list[tuple] = []
         self._entry: types.FrameType | None = None  # the frame that entered the guard (`__enter__`)

@@ -312,6 +312,12 @@ def test_a_failing_earlier_exercise_that_this_one_uses_is_named():
     assert "✗ double: check 'random' failed" in report.message
     exec("def double(x):\n    return x * 2\n", namespace)
     assert quadruple.run(namespace["quadruple"]).passed
+    # one that never names it is not told it calls it
+    exec("def double(x):\n    return x * 3\n\ndef quadruple(x):\n    return x * 5\n", namespace)
+    message = quadruple.run(namespace["quadruple"]).message
+    assert "calls it: fix it first" not in message
+    assert "Your `double` from an earlier exercise fails its own check; if this exercise calls it, fix that first." \
+        in message
 
 
 def test_integer_inputs_show_no_float_dtype_and_lists_keep_their_brackets():
