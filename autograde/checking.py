@@ -324,6 +324,7 @@ class _Failure:
     stub: bool = False  # the student's function is the released stub (raises NotImplementedError)
     setup: bool = False  # the student's object could not be built or differentiated: no outputs to show
     random: bool = False  # the student's output changes with the call's random seed, the reference's does not
+    shrunk: bool = False  # found on a smaller input than the case's own: the numbers are that input's
 
     @property
     def forbidden(self) -> bool:
@@ -355,7 +356,9 @@ class _Failure:
                     "`raise NotImplementedError()` and write your code in its place.")
         # what a common exception most often means, where no catalogued mistake says what it means here
         problem = self.problem.rstrip(".") + (error_hint(self.got.error) if self.got.error and not self.hint else "")
-        lines = [f"✗ {exercise.name}: {kind} '{case.label}' failed — {problem}."]
+        # the case's label names its own input; the values quoted are the smaller one's, shown below
+        where = "on a smaller input (below), " if self.shrunk else ""
+        lines = [f"✗ {exercise.name}: {kind} '{case.label}' failed — {where}{problem}."]
         for report, calls in failing_uses:
             first, *rest = report.message.splitlines()
             named = [line for line in rest if line.startswith(MISTAKE_PREFIX)]  # its diagnosis, if it has one
@@ -489,7 +492,7 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
                 shrunk.mistake, shrunk.hint, shrunk.fix = failure.mistake, failure.hint, failure.fix
             elif not failure.setup:
                 _diagnose(exercise, case, shrunk, seed, first=failure)
-            shrunk.random = failure.random
+            shrunk.random, shrunk.shrunk = failure.random, True
             return shrunk
     return failure
 

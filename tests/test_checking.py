@@ -44,6 +44,10 @@ def test_failure_shows_the_smallest_failing_input():
     report = TOY.run(lambda x, factor=2.0: x * factor + 1)
     assert "Smallest failing input (N=1, M=1" in report.message
     assert "expected:" in report.message and "got:" in report.message
+    # the case's label names its own (largest) input: the values quoted in the first line are the smaller one's
+    assert report.message.startswith("✗ scale: check 'random' failed — on a smaller input (below), ")
+    only_large = TOY.run(lambda x, factor=2.0: x * factor if x.numel() < 20 else x)
+    assert "check 'random' failed — the output" in only_large.message, "not shrunk: its own input's values"
 
 
 def test_a_tuple_outputs_items_are_shown_by_name_and_multi_line_values_stay_aligned():
