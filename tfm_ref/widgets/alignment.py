@@ -4,7 +4,9 @@ Type a date ("Nov 22, 2026", "2026年11月22日", …); the model translates it 
 8601, then one teacher-forced pass over its own answer records every cross-attention map:
 row t shows which source characters output character t looked at (n_tgt × n_src).
 Plug in your own attention with ``alignment_view(fn=my_attention)``: the model's attention
-layers then call ``fn(q, k, v, mask, return_weights=..., dropout_p=...)`` instead of tfm_ref's.
+layers then call ``fn(q, k, v, mask, return_weights=..., dropout_p=..., is_causal=...)`` instead of
+tfm_ref's (the decoder's self-attention passes ``mask=None, is_causal=True``: the causal triangle is
+fn's to apply); ``only="cross_attn"`` hands fn the cross-attention layers alone.
 Your own model (the capstone's) goes in ``dates``, with your greedy decoding as ``decode`` when
 the model has no KV cache.
 On the book's pages, `static_alignment_view` is the widget: a few dates, every layer and head.
@@ -39,12 +41,17 @@ DATE_PRESETS = ("Nov 22, 2026", "the 22nd of November, 2026", "22/11/2026", "Thu
 
 
 @contextlib.contextmanager
-def use_attention(model: nn.Module, fn: Callable | None) -> Iterator[None]:
-    """Inside the block every attention layer of ``model`` calls ``fn`` (None: leave them as they are)."""
+def use_attention(model: nn.Module, fn: Callable | None, only: str | None = None) -> Iterator[None]:
+    """Inside the block every attention layer of ``model`` calls ``fn`` (None: leave them as they are);
+    with ``only``, just the layers whose module name ends with it ("cross_attn": the decoder's
+    cross-attention), the others keep tfm_ref's attention."""
     if fn is None:
         yield
         return
-    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    layers = [m for name, m in model.named_modules()
+              if isinstance(m, MultiHeadAttention) and (only is None or name.endswith(only))]
+    if only is not None and not layers:
+        raise ValueError(f"no tfm_ref attention layer of the model is named ...{only} for fn to replace")
     before = [m.attn_impl for m in layers]
     attention.ATTENTION_IMPLEMENTATIONS[_STUDENT] = fn
     try:
@@ -58,7 +65,8 @@ def use_attention(model: nn.Module, fn: Callable | None) -> Iterator[None]:
 
 
 def cross_attention_maps(model: nn.Module, task, text: str, fn: Callable | None = None,
-                         decode: Callable | None = None) -> tuple[list[str], list[str], dict[str, torch.Tensor]]:
+                         decode: Callable | None = None, only: str | None = None,
+                         ) -> tuple[list[str], list[str], dict[str, torch.Tensor]]:
     """Translate ``text`` and record the cross-attention of the answer.
 
     Args:
@@ -66,6 +74,7 @@ def cross_attention_maps(model: nn.Module, task, text: str, fn: Callable | None 
             called as ``model(src, tgt, src_mask)``.
         decode: the greedy decoding to translate with, ``decode(model, src, src_mask, *, bos_id,
             eos_id, max_len)``; None: tfm_ref's, which needs the model's KV cache (``new_cache``).
+        only: the layers ``fn`` replaces (see `use_attention`); None: every attention layer.
     Returns:
         source characters (S), output characters (T, ending with <eos> when produced), and
         {module name: weights (H, T, S)} for every decoder layer's cross-attention.
@@ -75,7 +84,7 @@ def cross_attention_maps(model: nn.Module, task, text: str, fn: Callable | None 
     model.eval()
     device = next(model.parameters()).device
     src, src_mask = (t.to(device) for t in task.encode_source([text]))  # (1, S), (1, S)
-    with torch.no_grad(), use_attention(model, fn):
+    with torch.no_grad(), use_attention(model, fn, only):
         answer = (decode or greedy_decode)(model, src, src_mask, bos_id=BOS_ID, eos_id=EOS_ID,
                                            max_len=task.max_answer_len)  # (1, T)
         inp = torch.cat([torch.full_like(answer[:, :1], BOS_ID), answer[:, :-1]], dim=1)  # shifted right
@@ -121,7 +130,8 @@ def alignment_panel(source: list[str], answer: list[str], cross: dict[str, torch
     return alignment_figure(source, answer, weights, title, width)
 
 
-def alignment_view(fn: Callable | None = None, dates=None, decode: Callable | None = None) -> LiveWidget:
+def alignment_view(fn: Callable | None = None, dates=None, decode: Callable | None = None,
+                   only: str | None = None) -> LiveWidget:
     """The alignment view (chapter 4; your own model's, chapter 10).
 
     Args:
@@ -129,6 +139,8 @@ def alignment_view(fn: Callable | None = None, dates=None, decode: Callable | No
         dates: a `tfm_ref.pretrained.PretrainedDateModel` (anything with ``.model`` and ``.task``);
             None loads the course's trained date model.
         decode: your greedy decoding (see `cross_attention_maps`), for a model without a KV cache.
+        only: the attention layers ``fn`` replaces, by the end of their module name ("cross_attn":
+            the decoder's cross-attention alone); None: every attention layer.
     """
     shipped = dates is None  # only the shipped model can be loaded again for the book's static view
     if shipped:
@@ -140,7 +152,7 @@ def alignment_view(fn: Callable | None = None, dates=None, decode: Callable | No
     layer = widgets.Dropdown(description="layer")
     head = widgets.Dropdown(description="head")
     def draw() -> Figure:
-        source, answer, cross = cross_attention_maps(model, task, text.value, fn, decode)
+        source, answer, cross = cross_attention_maps(model, task, text.value, fn, decode, only)
         names = sorted(cross)
         if list(layer.options) != names:
             layer.options, layer.value = names, names[-1]
