@@ -25,6 +25,12 @@ def released(tmp_path_factory):
 def test_each_released_notebook_has_the_students_settings_beside_it(released):
     _, notebook = released
     assert (notebook.parent / "nbgrader_config.py").read_text().count("CourseValidator.install()") == 1
+    # validate runs each cell under a time limit: nbgrader's own, 30 s, interrupted the capstone's checks on a busy laptop
+    from nbgrader.preprocessors import Execute
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", str(notebook.parent)).load_config()
+    assert config.Execute.timeout > Execute().timeout
 
 
 def test_validate_says_it_ran_the_visible_checks_only(released):

@@ -9,4 +9,7 @@ c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
 # The kernel's own log lines (a warning about TCP, an interrupt at shutdown) are noise in a student's terminal.
 c.Execute.extra_arguments = ["--IPKernelApp.log_level=CRITICAL"]
+# nbgrader's 30 s a cell is less than a check of the capstone's training takes on a busy laptop: the kernel was
+# interrupted mid-check
+c.Execute.timeout = 300
 CourseValidator.install()
