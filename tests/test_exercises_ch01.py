@@ -11,3 +11,23 @@ def test_softmax_may_not_take_its_normaliser_from_logsumexp():
     report = chapter.SOFTMAX.run(softmax, seed=0)
     assert not report.passed
     assert "ForbiddenCall: your code called Tensor.logsumexp" in report.message
+
+
+def _naive_softmax(x, dim=-1):
+    e = x.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def _softmax_nan_on_masked_rows(x, dim=-1):
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def test_the_visible_check_fails_overflow_and_nan_rows_on_every_seed():
+    """The notebook asks for huge logits and an all −inf row: the visible check tries both, so a student learns
+    of either mistake before grading (it used to pass both every time)."""
+    for student, mistake in ((_naive_softmax, "exp without subtracting the maximum"),
+                             (_softmax_nan_on_masked_rows, "NaN for an all −inf row")):
+        for seed in range(10):
+            report = chapter.SOFTMAX.run(student, seed=seed)
+            assert report.mistake == mistake, (seed, report.message)

@@ -41,3 +41,25 @@ def test_an_earlier_function_that_fails_is_shown_with_its_diagnosis():
     message = chapter.ATTENTION_MASK.run(namespace["attention_mask"], seed=0).message
     assert "Your `padding_mask` from an earlier exercise fails its own check" in message
     assert "    Likely mistake — off by one (<= instead of <)" in message
+
+
+def test_the_visible_checks_try_a_list_of_lengths_and_int32_targets():
+    """What the notebook promises (lengths as a list, the targets' dtype kept) is checked before grading too."""
+    def padding_mask(lengths, max_len):
+        return torch.arange(max_len)[None, :] < lengths[:, None]  # a list cannot be indexed with [:, None]
+
+    def shift_right(targets, bos_id):
+        bos = torch.full((targets.shape[0], 1), bos_id)  # int64, whatever the targets' dtype
+        return torch.cat([bos, targets[:, :-1]], dim=1)
+
+    def attention_mask(lengths, max_len, causal=True):
+        keys = (torch.arange(max_len)[None, :] < lengths[:, None])[:, None, None, :]
+        return keys & tfm_ref.causal_mask(max_len) if causal else keys.expand(-1, 1, max_len, max_len)
+
+    for seed in range(5):
+        report = chapter.PADDING_MASK.run(padding_mask, seed=seed)
+        assert report.mistake == "lengths as a list not turned into a tensor", (seed, report.message)
+        report = chapter.SHIFT_RIGHT.run(shift_right, seed=seed)
+        assert report.mistake == "<bos> column of the wrong dtype", (seed, report.message)
+        report = chapter.ATTENTION_MASK.run(attention_mask, seed=seed)
+        assert "'lengths as a Python list' failed" in report.message, (seed, report.message)

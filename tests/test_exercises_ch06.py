@@ -124,3 +124,25 @@ def _count_swiglu_like_llama(d_model, d_ff, kind="relu", bias=True):
 def test_a_swiglu_counted_without_biases_is_not_told_it_forgot_every_bias():
     report = chapter.PARAMETER_COUNT.run(_count_swiglu_like_llama, hidden=True, seed=0)
     assert report.mistake == "SwiGLU counted without biases", report.message
+
+
+def test_gelu_and_dropout_in_training_mode_are_visible():
+    """A FeedForward with no dropout, with its dropout after down_proj, or with the tanh GELU passed the visible
+    check (one ReLU case in eval mode) every time; and so did a SwiGLU's biases counted 3·d_ff."""
+    no_dropout = _student_ffn(_RIGHT, lambda m, x: m.down_proj(m.act(m.up_proj(x))))
+    dropout_after = _student_ffn(_RIGHT, lambda m, x: m.dropout(m.down_proj(m.act(m.up_proj(x)))))
+    tanh_gelu = _student_ffn({**_RIGHT, "gelu": lambda h: F.gelu(h, approximate="tanh")})
+    for student, mistake in ((no_dropout, "dropout argument ignored"),
+                             (dropout_after, "dropout on the output instead of the hidden layer"),
+                             (tanh_gelu, "tanh approximation of GELU")):
+        for seed in range(5):
+            report = chapter.FEED_FORWARD.run(student, seed=seed)
+            assert report.mistake == mistake, (seed, report.message)
+
+    def count_biases_three_d_ff(d_model, d_ff, kind="relu", bias=True):
+        if kind == "swiglu":
+            return 3 * d_model * d_ff + (3 * d_ff if bias else 0)
+        return 2 * d_model * d_ff + (d_ff + d_model if bias else 0)
+
+    report = chapter.PARAMETER_COUNT.run(count_biases_three_d_ff, seed=0)
+    assert report.mistake == "biases sized by the hidden width only", report.message

@@ -248,3 +248,60 @@ def test_a_fit_that_stops_early_leaves_no_batch_stream_to_be_finalised_during_a_
 
     assert not chapter.FIT.run(fit, seed=0).passed
     assert kept and all(stream.gi_frame is None for stream in kept)  # closed by the check itself
+
+
+def _student_transformer(*, embed_dropout=True, init=True):
+    """A student's model, written out as the notebook's answer is (tied embeddings, Stack of blocks);
+    ``embed_dropout``: the dropout after the embeddings, ``init``: the shared matrix started at d_model^−0.5."""
+    class Stack(nn.Module):
+        def __init__(self, layers, final_norm):
+            super().__init__()
+            self.layers, self.final_norm = nn.ModuleList(layers), final_norm
+
+        def forward(self, x, *args):
+            for layer in self.layers:
+                x = layer(x, *args)
+            return x if self.final_norm is None else self.final_norm(x)
+
+    class Transformer(nn.Module):
+        def __init__(self, vocab_size, d_model=512, n_heads=8, d_ff=2048, n_encoder_layers=6, n_decoder_layers=6,
+                     dropout=0.1, norm_first=False, max_len=512):
+            super().__init__()
+            self.d_model = d_model
+            self.src_embed = nn.Embedding(vocab_size, d_model)
+            if init:
+                nn.init.normal_(self.src_embed.weight, std=d_model**-0.5)
+            self.tgt_embed = self.src_embed
+            self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+            self.lm_head.weight = self.src_embed.weight
+            self.register_buffer("pe", tfm_ref.sinusoidal_positional_encoding(max_len, d_model), persistent=False)
+            self.dropout = nn.Dropout(dropout)
+            norm = (lambda: tfm_ref.LayerNorm(d_model)) if norm_first else (lambda: None)
+            self.encoder = Stack([tfm_ref.EncoderBlock(d_model, n_heads, d_ff, dropout, norm_first=norm_first)
+                                  for _ in range(n_encoder_layers)], norm())
+            self.decoder = Stack([tfm_ref.DecoderBlock(d_model, n_heads, d_ff, dropout, norm_first=norm_first)
+                                  for _ in range(n_decoder_layers)], norm())
+
+        def embed(self, ids):
+            x = self.src_embed(ids) * self.d_model**0.5 + self.pe[: ids.shape[1]]
+            return self.dropout(x) if embed_dropout else x
+
+        def forward(self, src, tgt, src_mask=None):
+            keys = None if src_mask is None else tfm_ref.key_mask(src_mask)
+            memory = self.encoder(self.embed(src), keys)
+            causal = tfm_ref.causal_mask(tgt.shape[1], device=tgt.device)
+            return self.lm_head(self.decoder(self.embed(tgt), memory, causal, keys))
+    return Transformer
+
+
+def test_the_embeddings_dropout_and_initialisation_are_checked_by_the_visible_check():
+    """Training mode and the initialisation are visible cases: a model without the embeddings' dropout, or with
+    nn.Embedding's N(0, 1), passed the visible check every time."""
+    assert chapter.TRANSFORMER.run(_student_transformer(), hidden=True, seed=0).passed
+    for seed in range(3):
+        report = chapter.TRANSFORMER.run(_student_transformer(embed_dropout=False), seed=seed)
+        assert report.mistake == "no dropout after the embeddings", (seed, report.message)
+        report = chapter.TRANSFORMER.run(_student_transformer(init=False), seed=seed)
+        assert "'as built, the shared matrix starts with std d_model^−0.5' failed" in report.message, report.message
+        said = float(re.search(r"your shared embedding matrix has standard deviation ([0-9.]+);", report.message)[1])
+        assert abs(said - 1) < 0.1, report.message  # nn.Embedding's N(0, 1)

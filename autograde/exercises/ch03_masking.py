@@ -232,10 +232,11 @@ PADDING_MASK = Exercise(
     inputs=_padding_inputs,
     arg_names=("lengths", "max_len"),
     shapes=[dict(B=1, S=1), dict(B=1, S=2), dict(B=2, S=3), dict(B=3, S=5), dict(B=4, S=7)],
+    # the notebook promises a list of ints as well as a tensor: visible, so that a list that fails shows before grading
     visible=[Case("random lengths (a tensor)"),
-             Case("a batch padded past its longest sequence (every length < max_len)", inputs=_padding_past_the_longest)],
+             Case("a batch padded past its longest sequence (every length < max_len)", inputs=_padding_past_the_longest),
+             Case("lengths as a Python list", inputs=_padding_list_inputs)],
     hidden=[
-        Case("lengths as a Python list", inputs=_padding_list_inputs),
         Case("random sizes", dims=random_dims(B=(1, 6), S=(1, 12))),
         Case("all padding and no padding", inputs=_padding_extremes),
         Case("length-1 sequences", dims=dict(B=3, S=1)),
@@ -330,13 +331,13 @@ ATTENTION_MASK = Exercise(
     arg_names=("lengths", "max_len"),
     shapes=[dict(B=1, S=1), dict(B=1, S=2), dict(B=2, S=3), dict(B=2, S=4), dict(B=3, S=5)],
     visible=[Case("causal + padding, random lengths"), Case("padding only (causal=False)",
-                                                             inputs=_combined_padding_only)],
+                                                             inputs=_combined_padding_only),
+             Case("lengths as a Python list",
+                  inputs=lambda gen, dims, dtype: Call(_lengths(gen, dims).tolist(), dims["S"], causal=True))],
     hidden=[
         Case("random sizes", dims=random_dims(B=(1, 5), S=(1, 10))),
         Case("an all-padding sequence (fully masked rows)", dims=dict(B=3, S=4), inputs=_combined_empty),
         Case("length-1 sequences", dims=dict(B=2, S=1)),
-        Case("lengths as a Python list",
-             inputs=lambda gen, dims, dtype: Call(_lengths(gen, dims).tolist(), dims["S"], causal=True)),
         Case("lengths as a Python list, causal=False",
              inputs=lambda gen, dims, dtype: Call(_lengths(gen, dims).tolist(), dims["S"], causal=False)),
     ],
@@ -432,10 +433,10 @@ SHIFT_RIGHT = Exercise(
     inputs=_shift_inputs,
     arg_names=("targets", "bos_id"),
     shapes=[dict(B=1, T=1), dict(B=1, T=2), dict(B=2, T=3), dict(B=3, T=5)],
-    visible=[Case("random targets, bos_id = 1")],
+    # "keep the dtype of targets": int32 ids are visible, so that an int64 <bos> column fails before grading
+    visible=[Case("random targets, bos_id = 1"), Case("int32 ids, bos_id = 2", inputs=_shift_int32)],
     hidden=[
         Case("random sizes", dims=random_dims(B=(1, 6), T=(1, 12))),
-        Case("int32 ids, bos_id = 2", inputs=_shift_int32),
         Case("right-padded targets", dims=dict(B=3, T=6), inputs=_shift_padded),
         Case("length-1 targets", dims=dict(B=3, T=1)),
         Case("one sequence", dims=dict(B=1, T=6)),

@@ -387,7 +387,11 @@ CROSS_MULTIHEAD = Exercise(
 # --------------------------------------------------------------------------- 3. the masks of an encoder-decoder step
 
 def _masks_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
-    return Call(_source_lengths(gen, dims["B"], dims["S"]), dims["S"], dims["T"])
+    """Random source lengths, the first S − 1 (when S ≥ 2): a long source, so that a look-ahead on the
+    cross_mask blocks a real token on every draw (with short sources alone it often blocks only padding)."""
+    lengths = _source_lengths(gen, dims["B"], dims["S"])
+    lengths[0] = max(dims["S"] - 1, 1)
+    return Call(lengths, dims["S"], dims["T"])
 
 
 def _masks_empty_source(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
@@ -416,6 +420,13 @@ def _masks_not_causal(src_lengths, src_len, tgt_len):
 def _masks_swapped(src_lengths, src_len, tgt_len):
     self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
     return cross_mask, self_mask
+
+
+def _masks_roles_swapped(src_lengths, src_len, tgt_len):
+    batch = len(src_lengths)
+    keys = tfm_ref.key_mask(tfm_ref.padding_mask(src_lengths, tgt_len))  # the source padding, over the targets
+    look_ahead = tfm_ref.causal_mask(tgt_len, src_len)  # (T, S), aligned to the end: no padding at all
+    return keys.expand(batch, 1, tgt_len, tgt_len), look_ahead.expand(batch, 1, tgt_len, src_len)
 
 
 def _masks_shape_of_list(src_lengths, src_len, tgt_len):
@@ -465,7 +476,9 @@ ENCODER_DECODER_MASKS = Exercise(
     reference=encoder_decoder_masks_reference,
     inputs=_masks_inputs,
     arg_names=("src_lengths", "src_len", "tgt_len"),
-    shapes=[dict(B=1, S=1, T=1), dict(B=1, S=2, T=1), dict(B=1, S=3, T=2), dict(B=2, S=4, T=3), dict(B=3, S=5, T=4)],
+    # no (S=2, T=1): at T = 1 every self_mask is [[True]], so a self/cross mix-up would be shown where only the
+    # cross_mask differs; from (S=3, T=2) on, T ≠ S and both masks show it
+    shapes=[dict(B=1, S=1, T=1), dict(B=1, S=3, T=2), dict(B=2, S=4, T=3), dict(B=3, S=5, T=4)],
     visible=[Case("3 sources padded to 5, a target of 4")],
     hidden=[
         Case("random sizes", dims=random_dims(B=(1, 5), S=(1, 9), T=(1, 9))),
@@ -487,6 +500,13 @@ ENCODER_DECODER_MASKS = Exercise(
                 "self-attention is target × target (T, T) and cross-attention target × source (T, S); you "
                 "returned them the other way round.",
                 "return (self_mask, cross_mask)."),
+        Mistake("roles swapped: padding on self_mask, look-ahead on cross_mask", _masks_roles_swapped,
+                "the look-ahead (causal) mask belongs to the decoder's self-attention, target × target, and the "
+                "source padding mask to cross-attention, target × source; yours puts the source padding on the "
+                "self-attention and the look-ahead on the cross-attention (their shapes are right, their roles "
+                "are swapped).",
+                "self_mask = causal_mask(tgt_len).expand(B, 1, tgt_len, tgt_len); cross_mask = "
+                "padding_mask(src_lengths, src_len)[:, None, None, :].expand(B, 1, tgt_len, src_len)."),
         Mistake("source padding polarity inverted", _masks_inverted_padding,
                 "True marks the real source tokens (may attend), not the padding.",
                 "use the padding mask as it is (True = real), without negating it."),

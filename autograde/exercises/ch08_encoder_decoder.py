@@ -69,8 +69,9 @@ _DROPOUT_NOT_PASSED_ON = ("the block is built with a `dropout` rate for its atte
 
 
 def _padding(gen: torch.Generator, batch: int, length: int) -> torch.Tensor:
-    """A (B, 1, 1, S) key mask from random lengths 1 … S (the first row is full)."""
-    lengths = torch.randint(1, length + 1, (batch,), generator=gen)
+    """A (B, 1, 1, S) key mask: the first row full, the others random lengths 1 … S − 1 (when S ≥ 2), so that
+    a batch of two or more always has padding, and a mask that does not reach the attention shows."""
+    lengths = torch.randint(1, max(length - 1, 1) + 1, (batch,), generator=gen)
     lengths[0] = length
     return tfm_ref.key_mask(tfm_ref.padding_mask(lengths, length))
 
@@ -166,8 +167,10 @@ ENCODER_BLOCK = Exercise(
     inputs=_encoder_inputs,
     arg_names=("x", "mask"),
     shapes=_ENCODER_SHAPES,
+    # training mode is visible: dropout left out of the residual branches (or never passed on) fails before grading
     visible=[Case("Post-Norm block, padded batch"),
-             Case("Pre-Norm block (norm_first=True)", dims=dict(B=2, S=5, D=16, H=4, F=32, pre=1))],
+             Case("Pre-Norm block (norm_first=True)", dims=dict(B=2, S=5, D=16, H=4, F=32, pre=1)),
+             Case("training mode, dropout=0.3", dims=dict(B=2, S=4, D=8, H=2, F=16, training=1))],
     hidden=[
         Case("random sizes, Post-Norm", dims=_block_sizes(False)),
         Case("random sizes, Pre-Norm", dims=_block_sizes(True)),
@@ -175,7 +178,6 @@ ENCODER_BLOCK = Exercise(
         Case("one position", dims=dict(B=2, S=1, D=8, H=2, F=16)),
         Case("float64 weights and inputs, Pre-Norm", dims=dict(B=2, S=4, D=8, H=2, F=16, pre=1), dtype=torch.float64),
         Case("gradients (input and every parameter), Pre-Norm", dims=dict(B=2, S=4, D=8, H=2, F=16, pre=1), grad=True),
-        Case("training mode, dropout=0.3", dims=dict(B=2, S=4, D=8, H=2, F=16, training=1)),
         Case("eval mode, built with dropout=0.3: nothing drops", dims=dict(B=2, S=4, D=8, H=2, F=16, with_dropout=1)),
     ],
     mistakes=[
@@ -267,7 +269,8 @@ DECODER_BLOCK = Exercise(
     # T = S in the ladder, so that attending to x instead of memory gives an output, not a shape error.
     shapes=[dict(B=1, T=2, S=2, D=4, H=1, F=8), dict(B=2, T=3, S=3, D=4, H=2, F=8), dict(B=2, T=5, S=5, D=16, H=4, F=32)],
     visible=[Case("Post-Norm block: causal self-attention, padded source"),
-             Case("Pre-Norm block (norm_first=True), T ≠ S", dims=dict(B=2, T=4, S=6, D=16, H=4, F=32, pre=1))],
+             Case("Pre-Norm block (norm_first=True), T ≠ S", dims=dict(B=2, T=4, S=6, D=16, H=4, F=32, pre=1)),
+             Case("training mode, dropout=0.3", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, training=1))],
     hidden=[
         Case("random sizes, Post-Norm", dims=_block_sizes(False)),
         Case("random sizes, Pre-Norm", dims=_block_sizes(True)),
@@ -275,7 +278,6 @@ DECODER_BLOCK = Exercise(
         Case("float64 weights and inputs", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16), dtype=torch.float64),
         Case("gradients (inputs, memory and every parameter), Pre-Norm", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, pre=1),
              grad=True),
-        Case("training mode, dropout=0.3", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, training=1)),
         Case("eval mode, built with dropout=0.3: nothing drops",
              dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, with_dropout=1)),
     ],
@@ -381,13 +383,14 @@ def _first_hits(trajectory: torch.Tensor, token: int) -> torch.Tensor:
     return torch.where(hits.any(dim=1), hits.int().argmax(dim=1), trajectory.shape[1])
 
 
-def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator) -> tuple[int, bool]:
+def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator) -> tuple[int, bool, bool]:
     """An end token that makes the greedy outputs informative: some rows end while others go on
-    (so padding after EOS shows), and all end before ``max_len`` (so stopping early shows); and whether
-    it also lets a row that has ended generate something else at the step the last row ends (so a
+    (so padding after EOS shows), and all end before ``max_len`` (so stopping early shows); whether
+    padding after it shows (a row that has ended would generate something else before the last row ends);
+    and whether it also lets a row that has ended generate something else at the step the last row ends (so a
     `finished` flag that forgets shows: that loop goes on)."""
     batch, length = trajectory.shape
-    best, best_score, best_restarts = PAD, -1.0, False
+    best, best_score, best_padded, best_restarts = PAD, -1.0, False, False
     for token in torch.randperm(VOCAB, generator=gen).tolist():
         if token in (BOS, PAD):  # an end token that is PAD would hide padding mistakes
             continue
@@ -401,8 +404,8 @@ def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator) -> tuple[int, bo
         score = 2 * padded + (int(first.max()) < length - 1) + restarts + (int(first.min()) < length) \
             + float(first.clamp(max=length - 1).float().mean()) / length
         if score > best_score:
-            best, best_score, best_restarts = token, score, restarts
-    return best, best_restarts
+            best, best_score, best_padded, best_restarts = token, score, padded, restarts
+    return best, best_padded, best_restarts
 
 
 def _model_and_source(gen: torch.Generator, dims, model_class: type = _RandomTransformer, dropout: float = 0.0):
@@ -439,14 +442,14 @@ def _mask_uses_told_apart(model, src: torch.Tensor, src_mask: torch.Tensor, max_
     return sum(not torch.equal(a, b) for i, a in enumerate(outputs) for b in outputs[i + 1:])
 
 
-def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True, tries: int = 10,
+def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True, tries: int = 15,
                    dropout: float = 0.0, endless: bool = False):
     """The first of ``tries`` random models whose decoding is not one repeated token and on which each
-    mistake of the catalogue shows (src_mask matters in the encoder and in the decoder; the end token
-    lets a forgetting `finished` flag show); failing that, the first that comes closest. ``endless``:
-    eos_id is a token that no row produces, so every row runs max_len steps."""
+    mistake of the catalogue shows (the end token shows the padding after it; src_mask matters in the encoder
+    and in the decoder; the end token lets a forgetting `finished` flag show); failing that, the first that comes
+    closest, in that order. ``endless``: eos_id is a token that no row produces, so every row runs max_len steps."""
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
-        best, best_rank = None, (-1, -1)
+        best, best_rank = None, (False, -1, False)
         for attempt in range(tries):
             model, src, src_mask = _model_and_source(gen, dims, model_class, dropout)
             src_mask = src_mask if use_mask else None
@@ -459,12 +462,15 @@ def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True
             if endless:
                 best = (model, src, src_mask, _never_produced(trajectory, gen))
                 break
-            eos, restarts = _choose_eos(trajectory, gen)
-            rank = (6 if src_mask is None else _mask_uses_told_apart(model, src, src_mask, dims["L"]),
-                    restarts or dims["B"] == 1)  # one row cannot end before another
+            eos, padded, restarts = _choose_eos(trajectory, gen)
+            one_row = dims["B"] == 1  # one row cannot end before another
+            # padding after the end token first: it shows only where some rows end before others, which a
+            # batch of one cannot (the mask's uses show in the visible batch of one as well)
+            mask_uses = 6 if src_mask is None else _mask_uses_told_apart(model, src, src_mask, dims["L"])
+            rank = (padded or one_row, mask_uses, restarts or one_row)
             if rank > best_rank:
                 best, best_rank = (model, src, src_mask, eos), rank
-            if rank == (6, True):
+            if rank == (True, 6, True):
                 break
         model, src, src_mask, eos = best
         return Call(model, src, src_mask, bos_id=BOS, eos_id=eos, max_len=dims["L"])
@@ -523,14 +529,16 @@ GREEDY = Exercise(
     inputs=_decode_inputs(),
     arg_names=("model", "src", "src_mask"),
     shapes=[dict(B=2, S=3, L=5), dict(B=3, S=6, L=8)],
-    visible=[Case("a padded batch of 3 sources"), Case("one source", dims=dict(B=1, S=5, L=8))],
+    # the batch of 3 is drawn so that its rows end at different steps (padding after EOS shows); the endless case
+    # shows the number of steps, which rows that all end early hide
+    visible=[Case("a padded batch of 3 sources"), Case("one source", dims=dict(B=1, S=5, L=8)),
+             Case("no sequence ends: max_len tokens each", dims=dict(B=3, S=5, L=6), inputs=_decode_inputs(endless=True))],
     hidden=[
         Case("random sizes", dims=random_dims(B=(1, 5), S=(1, 8), L=(1, 10))),
         Case("a larger batch", dims=dict(B=6, S=7, L=10)),
         Case("src_mask=None", inputs=_decode_inputs(use_mask=False)),
         Case("max_len = 1", dims=dict(B=3, S=4, L=1)),
         Case("a model built with dropout 0.3, in eval mode: nothing random", inputs=_decode_inputs(dropout=0.3)),
-        Case("no sequence ends: max_len tokens each", dims=dict(B=3, S=5, L=6), inputs=_decode_inputs(endless=True)),
         Case("uses the KV cache (one new token per decode call)", inputs=_decode_inputs(_CacheOnlyTransformer)),
     ],
     mistakes=[
@@ -692,14 +700,19 @@ LOSS_LIBRARY = (F.cross_entropy, F.nll_loss, nn.CrossEntropyLoss, nn.NLLLoss, F.
 
 
 def _loss_inputs(gen: torch.Generator, dims, dtype: torch.dtype, smoothing: float = 0.1,
-                 pad_last: bool = False) -> Call:
-    """Padded targets, PAD (0) ignored; with ``pad_last`` the padding id is V − 1 instead."""
+                 pad_last: bool = False, confident: float = 0.0) -> Call:
+    """Padded targets, PAD (0) ignored; with ``pad_last`` the padding id is V − 1 instead. The first row is
+    full, the others end before T (when T ≥ 2), so a batch of two or more always has padding. ``confident``:
+    added to the target's logit, a model that predicts well (then the smoothed target's ε/V and an ε spread
+    some other way give clearly different losses; on random logits their difference averages out)."""
     logits = randn(gen, dims["B"], dims["T"], dims["V"], dtype=dtype) * 2
     pad = dims["V"] - 1 if pad_last else PAD
     target = torch.randint(0 if pad_last else 1, dims["V"] - 1 if pad_last else dims["V"], (dims["B"], dims["T"]),
                            generator=gen)
-    lengths = torch.randint(1, dims["T"] + 1, (dims["B"],), generator=gen)
+    lengths = torch.randint(1, max(dims["T"] - 1, 1) + 1, (dims["B"],), generator=gen)
     lengths[0] = dims["T"]
+    if confident:
+        logits = logits.scatter_add(-1, target[..., None], torch.full_like(logits[..., :1], confident))
     target = target.masked_fill(~tfm_ref.padding_mask(lengths, dims["T"]), pad)  # padded targets: ignored
     return Call(logits, target, smoothing=smoothing, ignore_index=pad)
 
@@ -763,6 +776,13 @@ def _loss_log_of_softmax(logits, target, smoothing=0.1, ignore_index=PAD):
     return loss[real].mean()
 
 
+def _loss_log_of_naive_softmax(logits, target, smoothing=0.1, ignore_index=PAD):
+    exps = torch.exp(logits)  # overflows to inf for a logit above about 88 (float32): inf / inf = NaN
+    loss, real = _smoothed_terms(logits, target, smoothing, ignore_index,
+                                 log_probs=torch.log(exps / exps.sum(dim=-1, keepdim=True)))
+    return loss[real].mean()
+
+
 LABEL_SMOOTHING = Exercise(
     name="label_smoothed_cross_entropy",
     key="label_smoothing",
@@ -770,13 +790,16 @@ LABEL_SMOOTHING = Exercise(
     inputs=_loss_inputs,
     arg_names=("logits", "target"),
     shapes=[dict(B=1, T=1, V=3), dict(B=2, T=2, V=3), dict(B=2, T=3, V=5), dict(B=3, T=5, V=11)],
-    visible=[Case("padded targets, ε = 0.1")],
+    # a confident model and huge logits are visible: an ε spread another way, and log(softmax), fail before grading
+    visible=[Case("padded targets, ε = 0.1"),
+             Case("a model that predicts well (the target's logit 5 above), ε = 0.1",
+                  inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype, confident=5.0)),
+             Case("huge logits", inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype).scaled(1e3))],
     hidden=[
         Case("random sizes", dims=random_dims(B=(1, 4), T=(1, 8), V=(2, 30))),
         Case("ε = 0 (plain cross-entropy)", inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype, 0.0)),
         Case("ε = 0.3", inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype, 0.3)),
         Case("ignore_index = V − 1, not 0", inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype, pad_last=True)),
-        Case("huge logits", inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype).scaled(1e3)),
         Case("float64", dtype=torch.float64),
         Case("gradients", grad=True),
     ],
@@ -816,6 +839,11 @@ LABEL_SMOOTHING = Exercise(
                 "softmax underflows to 0 for very unlikely classes and log(0) = −inf, which smoothing multiplies "
                 "by ε/V > 0 (a log-sum-exp written without subtracting the maximum overflows the other way).",
                 "logits.log_softmax(dim=-1) (x − logsumexp(x)) stays finite."),
+        Mistake("log of exp(logits) / sum, without subtracting the maximum", _loss_log_of_naive_softmax,
+                "exp of a large logit overflows (exp(89) is inf in float32), and inf / inf is NaN; and where it "
+                "does not, a softmax that underflows to 0 gives log(0) = −inf, which smoothing multiplies by "
+                "ε/V > 0. Logits of a trained model are often that large.",
+                "logits.log_softmax(dim=-1), which computes x − max − log Σ exp(x − max) and stays finite."),
     ],
     forbidden=LOSS_LIBRARY,
 )
@@ -839,14 +867,19 @@ def beam_step_reference(scores: torch.Tensor, log_probs: torch.Tensor) -> tuple[
     return best, index // vocab, index % vocab
 
 
-def _beam_inputs(first_step: bool = False, finished: bool = False, offset: float = 0.0):
+def _beam_inputs(first_step: bool = False, finished: bool = False, offset: float = 0.0, leader: bool = False):
     """Running scores (B, K) and next-token log-probabilities (B, K, V). ``first_step``: only hypothesis
     0 is live (the others are −inf); ``finished``: hypothesis 0 has ended, so only <eos> may follow, at no cost;
-    ``offset``: added to every score (long hypotheses have scores far below 0)."""
+    ``offset``: added to every score (long hypotheses have scores far below 0); ``leader``: in each row one
+    random hypothesis is 6 ahead of the others, so that the K best all extend it (on close scores they often
+    come one per hypothesis, where K greedy searches side by side pick them too)."""
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
         # Close scores and flat distributions: the K best often include two tokens after one hypothesis.
         scores = offset - torch.rand(dims["B"], dims["K"], generator=gen).to(dtype)  # (B, K)
         log_probs = randn(gen, dims["B"], dims["K"], dims["V"], dtype=dtype).log_softmax(dim=-1)  # (B, K, V)
+        if leader:
+            ahead = torch.randint(0, dims["K"], (dims["B"], 1), generator=gen)
+            scores = scores - 6.0 + torch.zeros_like(scores).scatter(1, ahead, 6.0)
         if first_step:
             scores[:, 1:] = float("-inf")
         if finished:
@@ -949,7 +982,8 @@ BEAM_STEP = Exercise(
     inputs=_beam_inputs(),
     arg_names=("scores", "log_probs"),
     shapes=[dict(B=1, K=2, V=3), dict(B=2, K=2, V=4), dict(B=2, K=3, V=7)],
-    visible=[Case("3 hypotheses per source, 7 tokens")],
+    visible=[Case("3 hypotheses per source, 7 tokens"),
+             Case("one hypothesis far ahead: the K best may all extend it", inputs=_beam_inputs(leader=True))],
     hidden=[
         Case("random sizes", dims=random_dims(B=(1, 4), K=(1, 5), V=(5, 12))),
         Case("the first step: only hypothesis 0 is live", inputs=_beam_inputs(first_step=True)),

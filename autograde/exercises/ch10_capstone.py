@@ -235,9 +235,14 @@ TRANSFORMER = Exercise(
     # D ≥ 4: a LayerNorm over 2 features outputs ±1 whatever its input, and lets almost no gradient through.
     shapes=[dict(B=1, S=2, T=2, V=5, D=4, H=1, F=4, E=1, L=1), dict(B=2, S=3, T=3, V=7, D=4, H=2, F=8, E=1, L=1),
             dict(B=2, S=5, T=4, V=11, D=8, H=2, F=16, E=2, L=2)],
+    # training mode and the initialisation are visible: the embeddings' dropout and their std, which the notebook
+    # asks for and no eval-mode output shows, fail before grading
     visible=[Case("Post-Norm, 2 + 2 layers, padded sources"),
              Case("Pre-Norm (norm_first=True), 1 + 1 layers, with gradients", dims={**_SMALL_MODEL, "pre": 1},
-                  grad=True)],
+                  grad=True),
+             Case("training mode, dropout=0.3: it drops where tfm_ref does", dims={**_SMALL_MODEL, TRAINING: 1}),
+             Case("as built, the shared matrix starts with std d_model^−0.5", dims={**_SMALL_MODEL, "V": 64, "D": 32,
+                                                                                      INIT: 1})],
     hidden=[
         Case("random sizes, Post-Norm", dims=_model_sizes(False)),
         Case("random sizes, Pre-Norm", dims=_model_sizes(True)),
@@ -245,10 +250,7 @@ TRANSFORMER = Exercise(
         Case("one target position", dims={**_SMALL_MODEL, "T": 1}),
         Case("float64 weights", dims={**_SMALL_MODEL, "pre": 1}, dtype=torch.float64),
         Case("gradients of every parameter, Post-Norm, 2 + 2 layers", grad=True),
-        Case("training mode, dropout=0.3: it drops where tfm_ref does", dims={**_SMALL_MODEL, TRAINING: 1}),
         Case("eval mode, built with dropout=0.3: nothing drops", dims={**_SMALL_MODEL, WITH_DROPOUT: 1}),
-        Case("as built, the shared matrix starts with std d_model^−0.5", dims={**_SMALL_MODEL, "V": 64, "D": 32,
-                                                                                 INIT: 1}),
     ],
     mistakes=[
         Mistake("embeddings not scaled by √d_model", _written_out(unscaled=True),
