@@ -18,11 +18,10 @@ from instructor_notebooks import solution_namespace
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from test_widgets_alignment import tiny_date_model
 
 from autograde.course import assignment_ids, source_markdown
-from tfm_ref import Transformer, TransformerConfig
 from tfm_ref.multihead import MultiHeadAttention
-from tfm_ref.tasks import DateTask
 from tfm_ref.widgets import alignment
 
 FULL_RUN = "steps, batch_size, checkpoint_every, checkpoints_averaged = 800, 128, 50, 4"
@@ -75,14 +74,6 @@ def test_the_try_it_cells_run_with_the_instructors_solutions(assignment, kernel)
         pytest.fail(f"{assignment}: {error}", pytrace=False)
 
 
-def _tiny_date_model():
-    torch.manual_seed(0)
-    task = DateTask()
-    config = TransformerConfig(vocab_size=len(task.vocab), d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
-                               n_decoder_layers=2, dropout=0.0)
-    return Transformer(config).eval(), task
-
-
 def test_chapter_4s_alignment_view_runs_the_students_cross_attention_on_the_cross_attention_alone():
     """Every decoder cross-attention, and nothing else, goes to the student's cross_attention, with the
     source's padding mask; the view's maps are the student's weights."""
@@ -94,7 +85,7 @@ def test_chapter_4s_alignment_view_runs_the_students_cross_attention_on_the_cros
     exec(cell.replace("from tfm_ref.widgets.alignment import alignment_view\n", ""), namespace)
     fn = view_arguments.pop("fn")
 
-    model, task = _tiny_date_model()
+    model, task = tiny_date_model()
     text = "Nov 22, 2026"
     n_src = len(text)
     layer_calls = []

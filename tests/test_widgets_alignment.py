@@ -9,7 +9,8 @@ from tfm_ref.tasks import DateTask
 from tfm_ref.widgets.alignment import cross_attention_maps, use_attention
 
 
-def _tiny_date_model():
+def tiny_date_model():
+    """An untrained date model, small (tests/test_try_it_cells.py uses it too)."""
     torch.manual_seed(0)
     task = DateTask()
     config = TransformerConfig(vocab_size=len(task.vocab), d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
@@ -18,7 +19,7 @@ def _tiny_date_model():
 
 
 def test_maps_are_n_tgt_by_n_src_per_layer_and_rows_sum_to_one():
-    model, task = _tiny_date_model()  # untrained: the shapes, not the alignment, are under test
+    model, task = tiny_date_model()  # untrained: the shapes, not the alignment, are under test
     source, output, maps = cross_attention_maps(model, task, "Nov 22, 2026")
     assert source == list("Nov 22, 2026")
     assert sorted(maps) == ["decoder.layers.0.cross_attn", "decoder.layers.1.cross_attn"]
@@ -28,7 +29,7 @@ def test_maps_are_n_tgt_by_n_src_per_layer_and_rows_sum_to_one():
 
 
 def test_use_attention_routes_every_layer_to_the_student_function_and_restores_the_model():
-    model, task = _tiny_date_model()
+    model, task = tiny_date_model()
     calls = []
 
     def student(q, k, v, mask=None, **kwargs):
@@ -49,7 +50,7 @@ def test_alignment_view_draws_its_snapshot_for_a_given_model():
 
     from tfm_ref.widgets.alignment import alignment_view
 
-    model, task = _tiny_date_model()
+    model, task = tiny_date_model()
     view = alignment_view(dates=SimpleNamespace(model=model, task=task))
     assert "data:image/png;base64," in view.snapshot_html()
 
@@ -76,7 +77,7 @@ def _decode_without_cache(model, src, src_mask=None, **settings):
 
 
 def test_a_model_without_a_cache_translates_with_the_decoding_it_is_given():
-    model, task = _tiny_date_model()
+    model, task = tiny_date_model()
     text = "Nov 22, 2026"
     with pytest.raises(AttributeError, match="new_cache"):
         cross_attention_maps(_WithoutCache(model), task, text)
@@ -99,7 +100,7 @@ class _OwnAttention(torch.nn.Module):
 
 
 def test_a_model_without_tfm_ref_cross_attention_is_told_so():
-    model, task = _tiny_date_model()
+    model, task = tiny_date_model()
     for layer in model.decoder.layers:
         layer.cross_attn = _OwnAttention(layer.cross_attn)
     with pytest.raises(ValueError, match="no cross-attention recorded"):
