@@ -18,13 +18,13 @@ from typing import Any
 import torch
 
 from .inputs import Call
+from .integrity import type_name
 
 __all__ = ["CheckFailed", "Outcome", "evaluate", "flatten", "describe_error"]
 
 # Captured at import, before any student code runs in this process. Only the CPU generator is
 # seeded: torch.manual_seed also queues seeds for every accelerator, recording a stack each time.
 _fork_rng, _manual_seed, _grad = torch.random.fork_rng, torch.default_generator.manual_seed, torch.autograd.grad
-_TYPE_NAME = type.__dict__["__name__"].__get__  # a class's own name, not a metaclass's property
 
 
 class CheckFailed(AssertionError):
@@ -86,7 +86,7 @@ def _failure(error: BaseException, guard: Callable[[], contextlib.AbstractContex
             text, trace = describe_error(error), _student_traceback(error)
     except Exception as refused:  # what the message's code did was refused: that is the outcome
         error, text, trace = refused, describe_error(refused), ""
-    return Outcome(error=text, error_type=_TYPE_NAME(type(error)), trace=trace)
+    return Outcome(error=text, error_type=type_name(type(error)), trace=trace)
 
 
 def _gradients(output: Any, inputs: Call, parameters: list[torch.Tensor], seed: int) -> list[torch.Tensor | None]:
@@ -127,7 +127,7 @@ def describe_error(error: BaseException) -> str:
         text = str(error)
     except Exception:  # a student's exception class may break its own __str__
         text = "(the exception's message could not be shown)"
-    return f"{_TYPE_NAME(type(error))}: {text}"
+    return f"{type_name(type(error))}: {text}"
 
 
 def _student_traceback(error: BaseException) -> str:

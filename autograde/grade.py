@@ -122,9 +122,9 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
                 rows = pool.grade(tasks, 2 * limits.notebook_timeout + 120, unscored, progress)
         except SlotError as error:
             raise GradingError(str(error)) from None
-    stubs = {(a, c.grade_id): c.source for a, pair in assets.items() for c in merge(*pair, None)
-             if c.kind == "student" and c.grade_id}
-    solutions = {(a, grade_id): code for a, (source, _) in assets.items() for grade_id, code in solution_sources(source).items()}
+    # each solution cell as released (the stub every student starts from) and as the instructor wrote it
+    stubs = {(a, g): code for a, (_, released) in assets.items() for g, code in solution_sources(released).items()}
+    solutions = {(a, g): code for a, (source, _) in assets.items() for g, code in solution_sources(source).items()}
     for row, flags in zip(rows, similarity_flags(rows, stubs, solutions=solutions)):
         row["flags"] = sorted({*row["flags"], *flags})
     rows.sort(key=lambda r: (r["student_id"], r["assignment"]))

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["ForbiddenCall", "Forbid", "Snapshot", "PROTECTED_MODULES", "nested_code"]
+__all__ = ["ForbiddenCall", "Forbid", "Snapshot", "PROTECTED_MODULES", "nested_code", "type_name"]
 
 PROTECTED_MODULES = (
     "builtins", "math", "numpy", "numpy.testing", "torch", "torch.nn",
@@ -336,7 +336,7 @@ class Forbid:
             owner = getattr(arg, "__self__", None)
             method = getattr(arg, "__name__", None)
             # a Tensor subclass's method too (x.as_subclass(T).softmax()), by the true MRO, which no class can fake
-            if method in self._tensor_methods and any(_TYPE_NAME(c) == "Tensor" for c in _MRO.__get__(type(owner))):
+            if method in self._tensor_methods and any(type_name(c) == "Tensor" for c in _MRO.__get__(type(owner))):
                 return self._tensor_methods[method]
         return None
 
@@ -444,7 +444,7 @@ class _RefuseListed(TorchFunctionMode):
 _EXIT_CODE = Forbid.__exit__.__code__
 _MODE_CODE = _RefuseListed.__torch_function__.__code__
 _MRO = type.__dict__["__mro__"]
-_TYPE_NAME = type.__dict__["__name__"].__get__  # a class's own name: a metaclass's __name__ property is not read
+type_name = type.__dict__["__name__"].__get__  # a class's own name: a metaclass's __name__ property is not read
 
 
 class Snapshot:

@@ -94,12 +94,13 @@ def similarity_flags(rows: list[dict], stubs: dict[tuple[str, str], str], packag
 
     ``stubs`` ((assignment, grade_id) → the released cell) are subtracted first; ``package`` is
     tfm_ref's source folder; ``solutions`` ((assignment, grade_id) → the instructor's solution cell)
-    name the pieces of tfm_ref that say nothing about a cell, those its own solution resembles.
+    name the pieces of tfm_ref that say little about an assignment's cells: those its solutions resemble.
     """
     pieces = list(_tfm_ref_pieces(package))
+    stub_prints = {cell: fingerprints(stub) for cell, stub in stubs.items()}  # once, not once per student
 
     def evidence(code: str, cell: tuple[str, str]) -> set[int]:
-        found = fingerprints(code) - fingerprints(stubs.get(cell, ""))
+        found = fingerprints(code) - stub_prints.get(cell, set())
         return found if len(found) >= MIN_FINGERPRINTS else set()
 
     def likeness(mine: set[int]) -> dict[str, float]:
