@@ -13,7 +13,8 @@ import torch
 
 from autograde.checking import Exercise, Mistake
 
-__all__ = ["exercise_params", "mistake_params", "assert_passes", "assert_fails_with_hint", "one_thread"]
+__all__ = ["exercise_params", "mistake_params", "assert_passes", "assert_fails_with_hint", "assert_named",
+           "one_thread"]
 
 SEEDS = (0, 1, 2)
 """Every proof runs on these seeds, so a mistake caught only by luck is noticed."""
@@ -33,6 +34,13 @@ def mistake_params(chapters: list[ModuleType]) -> list:
 
 def _short(chapter: ModuleType) -> str:
     return chapter.__name__.rsplit(".", 1)[-1].split("_")[0]  # "ch01"
+
+
+def assert_named(exercise: Exercise, student, mistake: str, seeds, *, hidden: bool = False) -> None:
+    """The check fails a student's own ``student``, naming ``mistake``, on every one of ``seeds``."""
+    for seed in seeds:
+        report = exercise.run(student, hidden=hidden, seed=seed)
+        assert report.mistake == mistake, (seed, report.message)
 
 
 def assert_passes(exercise: Exercise) -> None:

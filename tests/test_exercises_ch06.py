@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from exercise_proofs import assert_named
 from torch import nn
 
 import tfm_ref
@@ -86,10 +87,7 @@ STUDENT_FFNS = {
 
 @pytest.mark.parametrize("how", STUDENT_FFNS)
 def test_a_students_own_feed_forward_is_named_on_every_seed(how):
-    student, mistake = STUDENT_FFNS[how]
-    for seed in range(3):
-        report = chapter.FEED_FORWARD.run(student, hidden=True, seed=seed)
-        assert report.mistake == mistake, (seed, report.message)
+    assert_named(chapter.FEED_FORWARD, *STUDENT_FFNS[how], range(3), hidden=True)
 
 
 def _hidden_floored(d_ff, multiple_of=1):
@@ -135,9 +133,7 @@ def test_gelu_and_dropout_in_training_mode_are_visible():
     for student, mistake in ((no_dropout, "dropout argument ignored"),
                              (dropout_after, "dropout on the output instead of the hidden layer"),
                              (tanh_gelu, "tanh approximation of GELU")):
-        for seed in range(5):
-            report = chapter.FEED_FORWARD.run(student, seed=seed)
-            assert report.mistake == mistake, (seed, report.message)
+        assert_named(chapter.FEED_FORWARD, student, mistake, range(5))
 
     def count_biases_three_d_ff(d_model, d_ff, kind="relu", bias=True):
         if kind == "swiglu":

@@ -3,7 +3,7 @@ honours another padding id, and beam search stays in log space; beam steps and d
 student writes them are named on every seed, where the catalogue's own versions could agree with a neighbour's."""
 import pytest
 import torch
-from exercise_proofs import one_thread
+from exercise_proofs import assert_named, one_thread
 
 import tfm_ref
 from autograde.exercises import ch08_encoder_decoder as chapter
@@ -112,10 +112,7 @@ def _one_thread():
 @pytest.mark.usefixtures("_one_thread")
 @pytest.mark.parametrize("how", STUDENT_BEAM_STEPS)
 def test_a_students_beam_step_is_named_on_every_seed(how):
-    student, mistake = STUDENT_BEAM_STEPS[how]
-    for seed in range(5):
-        report = chapter.BEAM_STEP.run(student, hidden=True, seed=seed)
-        assert report.mistake == mistake, (seed, report.message)
+    assert_named(chapter.BEAM_STEP, *STUDENT_BEAM_STEPS[how], range(5), hidden=True)
 
 
 def _greedy(*, mask_in_encoder=True, mask_in_decoder=True, accumulate=True, steps=0, freeze=True):
@@ -157,10 +154,7 @@ STUDENT_GREEDY_LOOPS = {
 def test_a_students_greedy_loop_is_named_on_every_seed(how):
     """The checks' random models are drawn so that each use of src_mask changes the tokens, and an end token so that
     a `finished` flag that forgets shows; a case where no sequence ends shows one step too many."""
-    student, mistake = STUDENT_GREEDY_LOOPS[how]
-    for seed in range(5):
-        report = chapter.GREEDY.run(student, hidden=True, seed=seed)
-        assert report.mistake == mistake, (seed, report.message)
+    assert_named(chapter.GREEDY, *STUDENT_GREEDY_LOOPS[how], range(5), hidden=True)
 
 
 # ----------------------------------------------------------------------------- what the visible checks show
@@ -221,9 +215,8 @@ def test_the_blocks_visible_checks_show_a_residual_branch_without_dropout_and_an
                                   (chapter.DECODER_BLOCK, _student_decoder(branch_dropout=False))):
             report = exercise.run(student, seed=seed)
             assert report.mistake == "no dropout on the residual branch", (seed, report.message)
-    for seed in (*range(10), 7, 60, 67):
-        report = chapter.ENCODER_BLOCK.run(_student_encoder(use_mask=False), seed=seed)
-        assert report.mistake == "padding mask ignored", (seed, report.message)
+    assert_named(chapter.ENCODER_BLOCK, _student_encoder(use_mask=False), "padding mask ignored",
+                 (*range(10), 7, 60, 67))
 
 
 def _loss_by_hand(*, off=None, mean_over_all=False, log_probs_of=None):
@@ -258,9 +251,7 @@ def test_the_losss_visible_check_fails_another_smoothing_padding_counted_and_log
                 (_loss_by_hand(log_probs_of=_log_of_exp_over_sum),
                  "log of exp(logits) / sum, without subtracting the maximum", ()))
     for student, mistake, seeds in students:
-        for seed in (*range(10), *seeds):
-            report = chapter.LABEL_SMOOTHING.run(student, seed=seed)
-            assert report.mistake == mistake, (seed, report.message)
+        assert_named(chapter.LABEL_SMOOTHING, student, mistake, (*range(10), *seeds))
 
 
 def _beam_each_own_best(scores, log_probs):
@@ -272,15 +263,13 @@ def _beam_each_own_best(scores, log_probs):
 @pytest.mark.usefixtures("_one_thread")
 def test_a_beam_step_that_extends_each_hypothesis_by_its_own_best_token_fails_the_visible_check_on_every_seed():
     """On close scores the K best often come one per hypothesis: it passed on 24 % of draws (seeds 7, 12, 17 …)."""
-    for seed in (*range(20), 7, 12, 17, 23, 35, 38, 39, 55, 74, 76, 78, 80, 88, 90, 94, 97):
-        report = chapter.BEAM_STEP.run(_beam_each_own_best, seed=seed)
-        assert report.mistake == "each hypothesis extended by its own best token only", (seed, report.message)
+    assert_named(chapter.BEAM_STEP, _beam_each_own_best, "each hypothesis extended by its own best token only",
+                 (*range(20), 7, 12, 17, 23, 35, 38, 39, 55, 74, 76, 78, 80, 88, 90, 94, 97))
 
 
 @pytest.mark.usefixtures("_one_thread")
 def test_a_greedy_loop_that_does_not_freeze_finished_rows_fails_the_visible_check_on_every_seed():
     """The checks' models are drawn so that a row that has ended would go on: it passed on 4 % of draws (seeds 5,
     17, 36, 64, 96), where every row ended at the same step."""
-    for seed in (0, 1, 2, 5, 17, 36, 64, 96):
-        report = chapter.GREEDY.run(_greedy(freeze=False), seed=seed)
-        assert report.mistake == "finished sequences not padded with EOS", (seed, report.message)
+    assert_named(chapter.GREEDY, _greedy(freeze=False), "finished sequences not padded with EOS",
+                 (0, 1, 2, 5, 17, 36, 64, 96))
