@@ -32,6 +32,7 @@ import os
 import sys
 import threading
 import types
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 
 import torch
@@ -145,13 +146,15 @@ _INSTALLED = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, sy
 # keyword, and their helpers whole steps of an exercise, so a student's code may not call into them.
 _GRADER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _EXERCISES_DIR = os.path.join(_GRADER_DIR, "exercises", "")
-_SIGNATURES: dict[types.CodeType, tuple] = {}
+_SIGNATURES: weakref.WeakKeyDictionary[types.CodeType, tuple] = weakref.WeakKeyDictionary()  # while the code lives
 _HANDMADE = "a function whose code was made by hand (CodeType.replace)"
 # Code that compiling makes holds only these constants and plain str names: the hook may hash it and call its
 # names' methods. Code made by hand may hold an object of the student's whose __hash__ or startswith would run
 # inside the hook, where nothing is watched.
 _CONSTANT_TYPES = frozenset({str, bytes, int, float, complex, bool, type(None), type(...), types.CodeType})
-_ORDINARY: dict[int, types.CodeType] = {}  # id → code found ordinary (held, so that no other code takes its id)
+# id → a weak reference to code found ordinary; its callback forgets the id as the code is freed, before any
+# other code can take that id, so re-run cells do not pile up here
+_ORDINARY: dict[int, weakref.ref] = {}
 
 
 def _plain_constant(value: object) -> bool:
@@ -170,7 +173,7 @@ def _ordinary(code: types.CodeType) -> bool:
              *code.co_freevars, *code.co_cellvars)
     if not (all(type(name) is str for name in names) and _plain_constant(code.co_consts)):
         return False
-    _ORDINARY[id(code)] = code
+    _ORDINARY[id(code)] = weakref.ref(code, lambda _, key=id(code): _ORDINARY.pop(key, None))
     return True
 
 

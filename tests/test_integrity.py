@@ -1,6 +1,7 @@
 """Integrity in the student's own kernel (the checks run beside their code there): borrowed answers
 earn nothing, patching the grader changes nothing, and the audit flags what a student's cells should
 not do. When grading, the checks do not run beside student code at all: tests/test_grading_attacks.py."""
+import gc
 import math
 import types
 
@@ -656,3 +657,22 @@ def test_an_exceptions_message_and_a_backward_of_the_students_own_run_under_the_
     for student in (raises, borrows_its_gradient):
         with pytest.raises(CheckFailed, match="off limits"):
             check("ch01_attention.softmax", student, hidden=True)
+
+
+def test_the_guard_forgets_the_code_it_checked_once_that_code_is_freed():
+    """A notebook session runs its cells again and again: each run makes new code, which the guard checks once and
+    must not keep after the cell's functions are gone."""
+    from autograde import integrity
+
+    def run_the_cell_again(edit: int):
+        namespace = {}  # a docstring: the guard also compares the code with the reference's (its signature)
+        exec(compile(f'def add(x):\n    """x + a number."""\n    return x + {edit}\n', "<cell 2>", "exec"), namespace)
+        with Forbid([torch.softmax]):
+            namespace["add"](torch.ones(1))
+        gc.collect()  # the function and its namespace hold each other
+
+    run_the_cell_again(0)
+    ordinary, signatures = len(integrity._ORDINARY), len(integrity._SIGNATURES)
+    for edit in range(1, 11):
+        run_the_cell_again(edit)
+    assert len(integrity._ORDINARY) <= ordinary and len(integrity._SIGNATURES) <= signatures
