@@ -173,7 +173,8 @@ def _ordinary(code: types.CodeType) -> bool:
              *code.co_freevars, *code.co_cellvars)
     if not (all(type(name) is str for name in names) and _plain_constant(code.co_consts)):
         return False
-    _ORDINARY[id(code)] = weakref.ref(code, lambda _, key=id(code): _ORDINARY.pop(key, None))
+    # the table bound now: at the interpreter's exit the module's globals are cleared before the last code is freed
+    _ORDINARY[id(code)] = weakref.ref(code, lambda _, key=id(code), known=_ORDINARY: known.pop(key, None))
     return True
 
 

@@ -3,6 +3,7 @@ earn nothing, patching the grader changes nothing, and the audit flags what a st
 not do. When grading, the checks do not run beside student code at all: tests/test_grading_attacks.py."""
 import gc
 import math
+import sys
 import types
 
 import pytest
@@ -676,3 +677,17 @@ def test_the_guard_forgets_the_code_it_checked_once_that_code_is_freed():
     for edit in range(1, 11):
         run_the_cell_again(edit)
     assert len(integrity._ORDINARY) <= ordinary and len(integrity._SIGNATURES) <= signatures
+
+
+def test_the_guard_forgets_code_freed_as_the_interpreter_exits_without_an_error(monkeypatch):
+    """At exit the module's globals are cleared before the last code is freed: forgetting it may not need them."""
+    from autograde import integrity
+
+    code = compile("x + 1", "<cell 4>", "eval")
+    assert integrity._ordinary(code)
+    errors = []
+    monkeypatch.setattr(sys, "unraisablehook", errors.append)
+    monkeypatch.setattr(integrity, "_ORDINARY", None)  # as the interpreter's exit leaves it
+    del code
+    gc.collect()
+    assert errors == []
