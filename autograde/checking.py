@@ -394,7 +394,9 @@ class _Failure:
         if self.got.trace:
             lines += ["", "Your code raised:", indent(self.got.trace)]
         built = exercise.adapter.describe(exercise.name, self.dims) if hasattr(exercise.adapter, "describe") else None
-        sizes = ", ".join(f"{k}={v}" for k, v in self.dims.items() if k in exercise.ladder_keys)  # no flags
+        # every size of the input: the ladder's, and those written in capitals that it lacks (H, the heads, where the
+        # ladder has none); not the flags, written in lowercase (pre=1), which the case's label names
+        sizes = ", ".join(f"{k}={v}" for k, v in self.dims.items() if k in exercise.ladder_keys or k[:1].isupper())
         floating = any(t.is_floating_point() for t in self.call.tensors()) or self.weights
         details = "; ".join([sizes] + ([str(case.dtype)] if floating else []) + (["with gradients"] if case.grad else []))
         lines += ["", f"Smallest failing input ({details}):"]

@@ -98,6 +98,17 @@ def test_a_case_s_flag_stays_on_its_shrunk_input():
     assert "Smallest failing input (N=1, M=1; torch.float32)" in report.message and "factor = -2.0" in report.message
 
 
+def test_the_sizes_of_a_failing_input_list_a_size_the_ladder_lacks_but_no_flag():
+    def inputs(gen, dims, dtype):  # H=3: a leading axis of heads, a size the ladder has not; neg=1: a flag
+        x = randn(gen, dims.get("H", 1), dims["N"], dims["M"], dtype=dtype)
+        return Call(x, factor=-2.0 if dims.get("neg") else 2.0)
+
+    headed = Exercise(name="scale", reference=reference_scale, inputs=inputs, arg_names=("x",), shapes=TOY.shapes,
+                      visible=[Case("three heads, negative factor", dims=dict(N=4, M=5, H=3, neg=1))])
+    report = headed.run(lambda x, factor=2.0: x * abs(factor))
+    assert "Smallest failing input (N=1, M=1, H=3; torch.float32)" in report.message, report.message
+
+
 def test_an_output_that_changes_with_the_random_seed_is_told_something_random_is_on():
     noisy = TOY.run(lambda x, factor=2.0: torch.nn.functional.dropout(x * factor, 0.5))  # dropout left on
     assert "Your output changes from one call to the next on this same input" in noisy.message

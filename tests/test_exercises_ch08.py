@@ -1,6 +1,10 @@
 """Chapter 8 checks beyond tests/test_exercises.py: a block may use the student's own chapter 2 layer, the loss
 honours another padding id, and beam search stays in log space; beam steps and decoding loops written the way a
 student writes them are named on every seed, where the catalogue's own versions could agree with a neighbour's."""
+import dataclasses
+import sys
+import types
+
 import pytest
 import torch
 from exercise_proofs import assert_named, one_thread
@@ -115,11 +119,13 @@ def test_a_students_beam_step_is_named_on_every_seed(how):
     assert_named(chapter.BEAM_STEP, *STUDENT_BEAM_STEPS[how], range(5), hidden=True)
 
 
-def _greedy(*, mask_in_encoder=True, mask_in_decoder=True, accumulate=True, steps=0, freeze=True):
+def _greedy(*, mask_in_encoder=True, mask_in_decoder=True, accumulate=True, steps=0, freeze=True, train=False):
     """A student's greedy loop with the cache; ``steps``: how many more than max_len it runs; ``freeze``: a finished
-    sequence's later tokens set to eos_id."""
+    sequence's later tokens set to eos_id; ``train``: model.train() first, as a training loop does."""
     @torch.no_grad()
     def greedy_decode(model, src, src_mask=None, *, bos_id, eos_id, max_len):
+        if train:
+            model.train()
         memory = model.encode(src, src_mask if mask_in_encoder else None)
         out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long)
         finished = torch.zeros(src.shape[0], dtype=torch.bool)
@@ -160,26 +166,30 @@ def test_a_students_greedy_loop_is_named_on_every_seed(how):
 # ----------------------------------------------------------------------------- what the visible checks show
 
 class _StudentResidual(torch.nn.Module):
-    def __init__(self, norm, dropout, norm_first, branch_dropout=True):
+    """``pre_norm_when``: the test that picks Pre-Norm, ``norm_first`` itself, or a wrong one (``not norm_first``:
+    the two swapped; ``True``: norm_first ignored)."""
+
+    def __init__(self, norm, dropout, norm_first, branch_dropout=True, pre_norm_when=lambda norm_first: norm_first):
         super().__init__()
         self.norm, self.dropout, self.norm_first = norm, torch.nn.Dropout(dropout), norm_first
-        self.branch_dropout = branch_dropout
+        self.branch_dropout, self.pre_norm_when = branch_dropout, pre_norm_when
 
     def forward(self, x, sublayer):
         drop = self.dropout if self.branch_dropout else (lambda h: h)
-        if self.norm_first:
+        if self.pre_norm_when(self.norm_first):
             return x + drop(sublayer(self.norm(x)))
         return self.norm(x + drop(sublayer(x)))
 
 
-def _student_encoder(*, branch_dropout=True, use_mask=True):
+def _student_encoder(*, branch_dropout=True, use_mask=True, pre_norm_when=lambda norm_first: norm_first):
     class EncoderBlock(torch.nn.Module):
         def __init__(self, d_model, n_heads, d_ff, dropout=0.1, *, norm_first=False):
             super().__init__()
             self.self_attn = tfm_ref.MultiHeadAttention(d_model, n_heads, dropout=dropout)
             self.ffn = tfm_ref.FeedForward(d_model, d_ff, dropout=dropout)
-            self.attn_residual = _StudentResidual(tfm_ref.LayerNorm(d_model), dropout, norm_first, branch_dropout)
-            self.ffn_residual = _StudentResidual(tfm_ref.LayerNorm(d_model), dropout, norm_first, branch_dropout)
+            self.attn_residual, self.ffn_residual = (
+                _StudentResidual(tfm_ref.LayerNorm(d_model), dropout, norm_first, branch_dropout, pre_norm_when)
+                for _ in range(2))
 
         def forward(self, x, mask=None):
             x = self.attn_residual(x, lambda h: self.self_attn(h, mask=mask if use_mask else None))
@@ -187,7 +197,8 @@ def _student_encoder(*, branch_dropout=True, use_mask=True):
     return EncoderBlock
 
 
-def _student_decoder(*, branch_dropout=True):
+def _student_decoder(*, branch_dropout=True, pre_norm_when=lambda norm_first: norm_first, queries_from_memory=False):
+    """``queries_from_memory``: self.cross_attn(memory, h), the arguments the wrong way round."""
     class DecoderBlock(torch.nn.Module):
         def __init__(self, d_model, n_heads, d_ff, dropout=0.1, *, norm_first=False):
             super().__init__()
@@ -195,11 +206,15 @@ def _student_decoder(*, branch_dropout=True):
             self.cross_attn = tfm_ref.MultiHeadAttention(d_model, n_heads, dropout=dropout)
             self.ffn = tfm_ref.FeedForward(d_model, d_ff, dropout=dropout)
             self.self_residual, self.cross_residual, self.ffn_residual = (
-                _StudentResidual(tfm_ref.LayerNorm(d_model), dropout, norm_first, branch_dropout) for _ in range(3))
+                _StudentResidual(tfm_ref.LayerNorm(d_model), dropout, norm_first, branch_dropout, pre_norm_when)
+                for _ in range(3))
 
         def forward(self, x, memory, self_mask=None, cross_mask=None):
             x = self.self_residual(x, lambda h: self.self_attn(h, mask=self_mask))
-            x = self.cross_residual(x, lambda h: self.cross_attn(h, memory, mask=cross_mask))
+            if queries_from_memory:
+                x = self.cross_residual(x, lambda h: self.cross_attn(memory, h, mask=cross_mask))
+            else:
+                x = self.cross_residual(x, lambda h: self.cross_attn(h, memory, mask=cross_mask))
             return self.ffn_residual(x, self.ffn)
     return DecoderBlock
 
@@ -273,3 +288,100 @@ def test_a_greedy_loop_that_does_not_freeze_finished_rows_fails_the_visible_chec
     17, 36, 64, 96), where every row ended at the same step."""
     assert_named(chapter.GREEDY, _greedy(freeze=False), "finished sequences not padded with EOS",
                  (0, 1, 2, 5, 17, 36, 64, 96))
+
+
+@pytest.mark.usefixtures("_one_thread")
+def test_pre_and_post_norm_swapped_is_named_a_swap_and_norm_first_ignored_is_named_apart_from_it():
+    """On one block a swapped `if not self.norm_first:` gives what norm_first ignored gives (a Post-Norm block
+    normalising its inputs): it was named "norm_first ignored (always Pre-Norm)". The first visible case runs a
+    Post-Norm and a Pre-Norm block side by side."""
+    students = ((lambda norm_first: not norm_first, "Pre- and Post-Norm swapped"),
+                (lambda norm_first: True, "norm_first ignored (always Pre-Norm)"),
+                (lambda norm_first: False, "norm_first ignored (always Post-Norm)"))
+    for pre_norm_when, mistake in students:
+        assert_named(chapter.ENCODER_BLOCK, _student_encoder(pre_norm_when=pre_norm_when), mistake, range(3))
+        assert_named(chapter.DECODER_BLOCK, _student_decoder(pre_norm_when=pre_norm_when), mistake, range(3))
+
+
+@pytest.mark.usefixtures("_one_thread")
+def test_cross_attention_with_memory_as_the_queries_is_named_on_a_case_with_t_not_equal_to_s():
+    """Where T ≠ S, cross_attn(memory, h) fails at the cross mask; the failure names the mistake, on a small input
+    with T ≠ S (the ladder had T = S only: the input was too large to print), whatever the Residual does."""
+    t_not_s = next(case for case in chapter.DECODER_BLOCK.visible if "T ≠ S" in case.label)
+    on_that_case = dataclasses.replace(chapter.DECODER_BLOCK, visible=[t_not_s])
+    for pre_norm_when in (lambda norm_first: norm_first, lambda norm_first: not norm_first):
+        student = _student_decoder(queries_from_memory=True, pre_norm_when=pre_norm_when)
+        assert_named(on_that_case, student, "cross-attention's arguments swapped: queries from memory", range(3))
+        message = on_that_case.run(student, seed=0).message
+        assert "Smallest failing input (B=1, T=2, S=3, " in message and "too large to print" not in message, message
+    assert_named(chapter.DECODER_BLOCK, _student_decoder(queries_from_memory=True),
+                 "cross-attention's arguments swapped: queries from memory", range(3))
+
+
+@pytest.mark.usefixtures("_one_thread")
+def test_a_decoder_block_on_a_broken_residual_points_at_the_failing_encoder_block():
+    """The notebook's DecoderBlock reuses the Residual written with the EncoderBlock; a broken one fails both."""
+    notebook = types.ModuleType("a_students_notebook")
+    notebook.__dict__.update(torch=torch, nn=torch.nn, MultiHeadAttention=tfm_ref.MultiHeadAttention,
+                             FeedForward=tfm_ref.FeedForward, LayerNorm=tfm_ref.LayerNorm)
+    exec(compile(STUDENT_BLOCKS.replace("if self.norm_first:", "if not self.norm_first:"), "<notebook>", "exec"),
+         notebook.__dict__)
+    sys.modules[notebook.__name__] = notebook
+    try:
+        message = chapter.DECODER_BLOCK.run(notebook.DecoderBlock, seed=0).message
+    finally:
+        del sys.modules[notebook.__name__]
+    assert "Your `EncoderBlock` from an earlier exercise fails its own check" in message, message
+    assert "    Likely mistake — Pre- and Post-Norm swapped" in message
+
+
+STUDENT_BLOCKS = """
+class Residual(nn.Module):
+    def __init__(self, norm, dropout, norm_first):
+        super().__init__()
+        self.norm, self.dropout, self.norm_first = norm, nn.Dropout(dropout), norm_first
+
+    def forward(self, x, sublayer):
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, *, norm_first=False):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.ffn = FeedForward(d_model, d_ff, dropout=dropout)
+        self.attn_residual = Residual(LayerNorm(d_model), dropout, norm_first)
+        self.ffn_residual = Residual(LayerNorm(d_model), dropout, norm_first)
+
+    def forward(self, x, mask=None):
+        x = self.attn_residual(x, lambda h: self.self_attn(h, mask=mask))
+        return self.ffn_residual(x, self.ffn)
+
+
+class DecoderBlock(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, *, norm_first=False):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.ffn = FeedForward(d_model, d_ff, dropout=dropout)
+        self.self_residual = Residual(LayerNorm(d_model), dropout, norm_first)
+        self.cross_residual = Residual(LayerNorm(d_model), dropout, norm_first)
+        self.ffn_residual = Residual(LayerNorm(d_model), dropout, norm_first)
+
+    def forward(self, x, memory, self_mask=None, cross_mask=None):
+        x = self.self_residual(x, lambda h: self.self_attn(h, mask=self_mask))
+        x = self.cross_residual(x, lambda h: self.cross_attn(h, memory, mask=cross_mask))
+        return self.ffn_residual(x, self.ffn)
+"""
+
+
+@pytest.mark.usefixtures("_one_thread")
+def test_a_greedy_loop_with_src_mask_in_the_decoder_only_or_dropout_on_fails_the_visible_check_on_every_seed():
+    """src_mask left out of the encoder passed the visible checks on 7 % of draws (seed 40: the case where no row
+    ends took the first model whose tokens varied, whatever the mask did there); model.train() was shown by a hidden
+    case only, the visible models being built without dropout."""
+    assert_named(chapter.GREEDY, _greedy(mask_in_encoder=False), "src_mask given to the decoder only",
+                 (*range(5), 40))
+    assert_named(chapter.GREEDY, _greedy(train=True), "dropout switched on while decoding", range(5))

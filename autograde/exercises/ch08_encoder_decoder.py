@@ -14,8 +14,8 @@ is a broken version a student plausibly writes (`tests/test_exercises.py` proves
 caught and named).
 
 Shapes: B batch · S source positions · T target positions · D model width · H heads ·
-F FFN width · L max_len (tokens to generate) · V vocabulary · K beam size. Case flag in the sizes:
-``pre`` (Pre-Norm).
+F FFN width · L max_len (tokens to generate) · V vocabulary · K beam size. Case flags in the sizes:
+``pre`` (Pre-Norm), ``both`` (a Post-Norm and a Pre-Norm block side by side).
 """
 from __future__ import annotations
 
@@ -54,9 +54,55 @@ BLOCK_LIBRARY = (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.Tran
 BUILDING_BLOCKS = (*functions_of(tfm_ref.MultiHeadAttention, tfm_ref.FeedForward, tfm_ref.LayerNorm),
                    tfm_ref.scaled_dot_product_attention, tfm_ref.split_heads, tfm_ref.merge_heads, tfm_ref.repeat_kv)
 
-_BLOCK_KWARGS = PerturbedModuleAdapter(lambda dims: dict(d_model=dims["D"], n_heads=dims["H"], d_ff=dims["F"],
-                                                         dropout=dropout_rate(dims),
-                                                         norm_first=bool(dims.get("pre"))))
+BOTH_NORMS = "both"
+"""A case's flag: a Post-Norm block and a Pre-Norm block side by side, each with weights of its own, called on the
+same inputs. On one block Pre- and Post-Norm swapped gives what norm_first ignored gives (always Pre-Norm in a
+Post-Norm block); the two side by side tell the three apart."""
+
+
+class _SideBySide(nn.Module):
+    """A Post-Norm block and a Pre-Norm block called on the same inputs: (its output, its output)."""
+
+    def __init__(self, post: nn.Module, pre: nn.Module) -> None:
+        super().__init__()
+        self.post, self.pre = post, pre
+
+    def forward(self, *args, **kwargs):
+        return self.post(*args, **kwargs), self.pre(*args, **kwargs)
+
+
+class _BlockAdapter(PerturbedModuleAdapter):
+    """The blocks' adapter; with `BOTH_NORMS` it builds one block of each kind (`_SideBySide`), the student's
+    checked and loaded one at a time, so a parameter message names the student's own parameters."""
+
+    @staticmethod
+    def _halves(dims):
+        return ("post.", {**dims, "pre": 0}), ("pre.", {**dims, "pre": 1})
+
+    def describe(self, name: str, dims) -> str:
+        if not dims.get(BOTH_NORMS):
+            return super().describe(name, dims)
+        post, pre = (super(_BlockAdapter, self).describe(name, half) for _, half in self._halves(dims))
+        return f"{post} and {pre}, each called on the inputs below"
+
+    def reference(self, reference: type, dims, dtype: torch.dtype) -> nn.Module:
+        if not dims.get(BOTH_NORMS):
+            return super().reference(reference, dims, dtype)
+        return _SideBySide(*(super(_BlockAdapter, self).reference(reference, half, dtype)
+                             for _, half in self._halves(dims)))
+
+    def candidate(self, candidate: type, dims, weights, dtype: torch.dtype) -> nn.Module:
+        if not dims.get(BOTH_NORMS):
+            return super().candidate(candidate, dims, weights, dtype)
+        return _SideBySide(*(super(_BlockAdapter, self).candidate(
+            candidate, half, {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}, dtype)
+            for prefix, half in self._halves(dims)))
+
+
+_BLOCK_KWARGS = _BlockAdapter(lambda dims: dict(d_model=dims["D"], n_heads=dims["H"], d_ff=dims["F"],
+                                                dropout=dropout_rate(dims), norm_first=bool(dims.get("pre"))))
+# what each output of a `BOTH_NORMS` case is (the other cases' single output is shown as it is)
+_BLOCK_OUTPUTS = ("Post-Norm output", "Pre-Norm output")
 
 
 _RESIDUAL_DROPOUT = ("each sublayer's output is dropped out before it is added to the residual stream (§5.4: "
@@ -76,10 +122,14 @@ def _padding(gen: torch.Generator, batch: int, length: int) -> torch.Tensor:
     return tfm_ref.key_mask(tfm_ref.padding_mask(lengths, length))
 
 
-def _block_sizes(pre: bool):
+def _block_sizes(pre: bool, target: bool = True):
+    """Random block sizes; ``target``: with T, the target length (an encoder block has none, and a size it does not
+    use would be listed with a failing input's sizes)."""
     def draw(gen: torch.Generator) -> dict[str, int]:
         h = int(torch.randint(1, 4, (1,), generator=gen))
         dims = random_dims(B=(1, 3), T=(1, 6), S=(1, 7), F=(4, 24))(gen)
+        if not target:
+            del dims["T"]
         return {**dims, "D": h * int(torch.randint(1, 5, (1,), generator=gen)), "H": h, **({"pre": 1} if pre else {})}
     return draw
 
@@ -126,6 +176,12 @@ _BLOCK_MISTAKES = dict(
               "with norm_first=False (the default, the 2017 paper's Post-Norm) each sublayer's sum is normalised: "
               "norm(x + sublayer(x)); yours normalises the sublayer's input in both cases.",
               "in Residual.forward: return self.norm(x + self.dropout(sublayer(x))) unless self.norm_first."),
+    swapped=("Pre- and Post-Norm swapped",
+             "with norm_first=True each sublayer normalises its own input, x + sublayer(norm(x)) (Pre-Norm), and with "
+             "norm_first=False (the default) the sum, norm(x + sublayer(x)) (Post-Norm); yours does each where the "
+             "other belongs: its Post-Norm block normalises the inputs and its Pre-Norm block the sums.",
+             "in Residual.forward: if self.norm_first: return x + self.dropout(sublayer(self.norm(x))); otherwise "
+             "return self.norm(x + self.dropout(sublayer(x))) (a test of `not self.norm_first` turns the two round)."),
     post_only=("norm_first ignored (always Post-Norm)",
                "with norm_first=True every sublayer normalises its own input (Pre-Norm); yours normalise the sums.",
                "in Residual.forward: if self.norm_first: return x + self.dropout(sublayer(self.norm(x)))."),
@@ -139,6 +195,10 @@ _BLOCK_MISTAKES = dict(
                  "each sublayer sits in a residual connection; yours does not add its input back.",
                  "norm(x + sublayer(x)), or x + sublayer(norm(x)) in Pre-Norm."),
 )
+
+
+def _res_swapped(x, sublayer, norm, norm_first=False):
+    return residual(x, sublayer, norm, not norm_first)
 
 
 def _named(key: str, impl) -> Mistake:
@@ -166,14 +226,16 @@ ENCODER_BLOCK = Exercise(
     adapter=_BLOCK_KWARGS,
     inputs=_encoder_inputs,
     arg_names=("x", "mask"),
+    output_names=_BLOCK_OUTPUTS,
     shapes=_ENCODER_SHAPES,
     # training mode is visible: dropout left out of the residual branches (or never passed on) fails before grading
-    visible=[Case("Post-Norm block, padded batch"),
-             Case("Pre-Norm block (norm_first=True)", dims=dict(B=2, S=5, D=16, H=4, F=32, pre=1)),
+    # a Post-Norm and a Pre-Norm block side by side: Pre- and Post-Norm swapped shows apart from norm_first ignored
+    visible=[Case("a Post-Norm and a Pre-Norm block (norm_first=False and True), padded batch",
+                  dims=dict(B=2, S=5, D=16, H=4, F=32, both=1)),
              Case("training mode, dropout=0.3", dims=dict(B=2, S=4, D=8, H=2, F=16, training=1))],
     hidden=[
-        Case("random sizes, Post-Norm", dims=_block_sizes(False)),
-        Case("random sizes, Pre-Norm", dims=_block_sizes(True)),
+        Case("random sizes, Post-Norm", dims=_block_sizes(False, target=False)),
+        Case("random sizes, Pre-Norm", dims=_block_sizes(True, target=False)),
         Case("mask=None", inputs=_encoder_no_mask),
         Case("one position", dims=dict(B=2, S=1, D=8, H=2, F=16)),
         Case("float64 weights and inputs, Pre-Norm", dims=dict(B=2, S=4, D=8, H=2, F=16, pre=1), dtype=torch.float64),
@@ -194,6 +256,7 @@ ENCODER_BLOCK = Exercise(
                 "pass the mask as it is: self.self_attn(h, mask=mask), not mask=~mask."),
         _named("post_only", _encoder_with(_res_always_post)),
         _named("pre_only", _encoder_with(_res_always_pre)),
+        _named("swapped", _encoder_with(_res_swapped)),
         _named("pre_from_norm", _encoder_with(_res_from_normalised)),
         _named("norm_inside", _encoder_with(_res_norm_sublayer_only)),
         _named("no_residual", _encoder_with(_res_no_residual)),
@@ -266,9 +329,14 @@ DECODER_BLOCK = Exercise(
     adapter=_BLOCK_KWARGS,
     inputs=_decoder_inputs,
     arg_names=("x", "memory", "self_mask", "cross_mask"),
-    # T = S in the ladder, so that attending to x instead of memory gives an output, not a shape error.
-    shapes=[dict(B=1, T=2, S=2, D=4, H=1, F=8), dict(B=2, T=3, S=3, D=4, H=2, F=8), dict(B=2, T=5, S=5, D=16, H=4, F=32)],
-    visible=[Case("Post-Norm block: causal self-attention, padded source"),
+    output_names=_BLOCK_OUTPUTS,
+    # T = S first in the ladder and in the first case, so that attending to x instead of memory gives an output,
+    # not a shape error; the T ≠ S shapes show a case with T ≠ S (memory taken as the queries) on a small input.
+    shapes=[dict(B=1, T=2, S=2, D=4, H=1, F=8), dict(B=1, T=2, S=3, D=4, H=1, F=8), dict(B=2, T=3, S=3, D=4, H=2, F=8),
+            dict(B=2, T=2, S=4, D=4, H=2, F=8), dict(B=2, T=5, S=5, D=16, H=4, F=32)],
+    # a Post-Norm and a Pre-Norm block side by side: Pre- and Post-Norm swapped shows apart from norm_first ignored
+    visible=[Case("a Post-Norm and a Pre-Norm block (norm_first=False and True): causal self-attention, padded source",
+                  dims=dict(B=2, T=5, S=5, D=16, H=4, F=32, both=1)),
              Case("Pre-Norm block (norm_first=True), T ≠ S", dims=dict(B=2, T=4, S=6, D=16, H=4, F=32, pre=1)),
              Case("training mode, dropout=0.3", dims=dict(B=2, T=3, S=4, D=8, H=2, F=16, training=1))],
     hidden=[
@@ -331,12 +399,15 @@ DECODER_BLOCK = Exercise(
                 "self_residual, cross_residual, then ffn_residual."),
         _named("post_only", _decoder_with(_res_always_post)),
         _named("pre_only", _decoder_with(_res_always_pre)),
+        _named("swapped", _decoder_with(_res_swapped)),
         _named("pre_from_norm", _decoder_with(_res_from_normalised)),
         _named("norm_inside", _decoder_with(_res_norm_sublayer_only)),
         _named("no_residual", _decoder_with(_res_no_residual)),
     ],
     forbidden=BLOCK_LIBRARY,
     allowed=BUILDING_BLOCKS,
+    # the notebook's DecoderBlock reuses the Residual written with the EncoderBlock: a failing EncoderBlock is shown
+    uses=(ENCODER_BLOCK,),
 )
 
 
@@ -447,7 +518,8 @@ def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True
     """The first of ``tries`` random models whose decoding is not one repeated token and on which each
     mistake of the catalogue shows (the end token shows the padding after it; src_mask matters in the encoder
     and in the decoder; the end token lets a forgetting `finished` flag show); failing that, the first that comes
-    closest, in that order. ``endless``: eos_id is a token that no row produces, so every row runs max_len steps."""
+    closest, in that order. ``endless``: eos_id is a token that no row produces, so every row runs max_len steps (the
+    model is then drawn for the mask's uses alone)."""
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
         best, best_rank = None, (False, -1, False)
         for attempt in range(tries):
@@ -459,14 +531,14 @@ def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True
                     eos = _never_produced(trajectory, gen) if endless else _choose_eos(trajectory, gen)[0]
                     best = (model, src, src_mask, eos)
                 continue
-            if endless:
-                best = (model, src, src_mask, _never_produced(trajectory, gen))
-                break
-            eos, padded, restarts = _choose_eos(trajectory, gen)
+            mask_uses = 6 if src_mask is None else _mask_uses_told_apart(model, src, src_mask, dims["L"])
+            if endless:  # no row ends: only the mask's uses to show
+                eos, padded, restarts = _never_produced(trajectory, gen), True, True
+            else:
+                eos, padded, restarts = _choose_eos(trajectory, gen)
             one_row = dims["B"] == 1  # one row cannot end before another
             # padding after the end token first: it shows only where some rows end before others, which a
             # batch of one cannot (the mask's uses show in the visible batch of one as well)
-            mask_uses = 6 if src_mask is None else _mask_uses_told_apart(model, src, src_mask, dims["L"])
             rank = (padded or one_row, mask_uses, restarts or one_row)
             if rank > best_rank:
                 best, best_rank = (model, src, src_mask, eos), rank
@@ -531,7 +603,10 @@ GREEDY = Exercise(
     shapes=[dict(B=2, S=3, L=5), dict(B=3, S=6, L=8)],
     # the batch of 3 is drawn so that its rows end at different steps (padding after EOS shows); the endless case
     # shows the number of steps, which rows that all end early hide
-    visible=[Case("a padded batch of 3 sources"), Case("one source", dims=dict(B=1, S=5, L=8)),
+    # the source of one is decoded by a model built with dropout (in eval mode): a loop that switches dropout on shows
+    visible=[Case("a padded batch of 3 sources"),
+             Case("one source, a model built with dropout 0.3 (in eval mode)", dims=dict(B=1, S=5, L=8),
+                  inputs=_decode_inputs(dropout=0.3)),
              Case("no sequence ends: max_len tokens each", dims=dict(B=3, S=5, L=6), inputs=_decode_inputs(endless=True))],
     hidden=[
         Case("random sizes", dims=random_dims(B=(1, 5), S=(1, 8), L=(1, 10))),
