@@ -1,5 +1,7 @@
-"""Chapter 5 checks beyond tests/test_exercises.py: RoPE on any leading axes, and failures at offset 0 shrink."""
+"""Chapter 5 checks beyond tests/test_exercises.py: RoPE on any leading axes, failures at offset 0 shrink, and a
+base written in as 10000 is named on the visible cases."""
 import torch
+from exercise_proofs import assert_named
 
 import tfm_ref
 from autograde.exercises import ch05_positional as chapter
@@ -24,3 +26,17 @@ def test_a_failure_on_scattered_positions_from_0_is_shown_on_a_small_input():
     report = chapter.ROPE.run(_positions_assumed_contiguous, hidden=True, guarded=False, seed=0)
     assert "check 'scattered positions' failed" in report.message
     assert "too large to print" not in report.message
+
+
+def _rope_base_written_in(x, positions, base=10000.0):
+    head_dim = x.shape[-1]
+    inv_freq = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # base ignored
+    angle = positions.float()[:, None] * inv_freq[None, :]
+    angle = torch.cat([angle, angle], dim=-1)
+    x1, x2 = x.chunk(2, dim=-1)
+    rotated = torch.cat([-x2, x1], dim=-1)
+    return (x.float() * angle.cos() + rotated.float() * angle.sin()).to(x.dtype)
+
+
+def test_a_rope_that_ignores_base_is_named_on_the_visible_cases():
+    assert_named(chapter.ROPE, _rope_base_written_in, "base argument ignored (always 10000)", range(5))

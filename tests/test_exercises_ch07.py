@@ -1,9 +1,11 @@
 """Chapter 7 checks beyond tests/test_exercises.py: right answers computed another way pass the large-mean
 case, where float32 itself cannot tell them apart any closer, and the one-pass variance still fails it; a
-module whose initial γ is random in a way no catalogued mistake draws is told so, not sent to look for dropout.
+module whose initial γ is random in a way no catalogued mistake draws is told so, not sent to look for dropout;
+γ (or γ and β) left out, and RMSNorm's eps written in, are named on the visible cases.
 """
 import pytest
 import torch
+from exercise_proofs import assert_named
 from torch import nn
 
 from autograde.exercises import ch07_norms as chapter
@@ -75,3 +77,46 @@ def test_the_one_pass_variance_still_fails_the_large_mean_case():
 
     report = chapter.LAYER_NORM.run(_layer_norm(one_pass), hidden=True, seed=0)
     assert not report.passed and "large mean" in report.message
+
+
+# Student answers the audit found failing with no mistake named: each is named now, on the visible cases.
+def _ln_without_weight(x, weight, bias, eps=1e-5):
+    xf = x.float()
+    mean = xf.mean(-1, keepdim=True)
+    y = (xf - mean) / torch.sqrt(((xf - mean) ** 2).mean(-1, keepdim=True) + eps)
+    if bias is not None:
+        y = y + bias
+    return y.to(x.dtype)
+
+
+def _ln_without_affine(x, weight, bias, eps=1e-5):
+    xf = x.float()
+    mean = xf.mean(-1, keepdim=True)
+    return ((xf - mean) / torch.sqrt(((xf - mean) ** 2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def _rms_without_weight(x, weight, eps=1e-6):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def _rms_eps_written_in(x, weight, eps=1e-6):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)
+    return (y if weight is None else y * weight).to(x.dtype)
+
+
+def test_layer_norm_without_weight_is_named():
+    assert_named(chapter.LAYER_NORM, _ln_without_weight, "γ (weight) not applied", range(5))
+
+
+def test_layer_norm_without_weight_or_bias_is_named():
+    assert_named(chapter.LAYER_NORM, _ln_without_affine, "γ and β not applied (no affine step)", range(5))
+
+
+def test_rms_norm_without_weight_is_named():
+    assert_named(chapter.RMS_NORM, _rms_without_weight, "γ (weight) not applied", range(5))
+
+
+def test_rms_norm_with_eps_written_in_is_named():
+    assert_named(chapter.RMS_NORM, _rms_eps_written_in, "eps argument ignored (always 1e-6)", range(5))

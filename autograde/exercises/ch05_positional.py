@@ -358,6 +358,10 @@ def _rope_base_500(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(*_rope_inputs(gen, dims, dtype).args, base=500.0)
 
 
+def _rope_base_500000(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    return Call(*_rope_inputs(gen, dims, dtype).args, base=500000.0)  # Llama 3's setting
+
+
 def _rope_scattered(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     x = randn(gen, dims["B"], dims["H"], dims["T"], dims["Dh"], dtype=dtype)
     return Call(x, torch.randperm(40, generator=gen)[: dims["T"]].sort().values)
@@ -415,6 +419,10 @@ def _rope_positions_plus_one(x, positions, base=10000.0):
     return _rotate_halves(x, _angles(positions + 1, x.shape[-1], base))
 
 
+def _rope_base_ignored(x, positions, base=10000.0):
+    return _rotate_halves(x, _angles(positions, x.shape[-1], 10000.0))  # whatever the caller passed
+
+
 def _rope_table_transposed(x, positions, base=10000.0):
     """The angle table built (Dh/2, T): it broadcasts against x only where T = Dh/2 (and gives wrong angles
     there); elsewhere it raises, with the message the usual x·cos + rotate_half(x)·sin gives."""
@@ -441,9 +449,11 @@ ROPE = Exercise(
     # T = Dh/2 in the first case and not in the second: an angle table built (Dh/2, T) gives wrong values in the
     # first (which name the mistake), and a table sized by T where Dh/2 belongs fails the second. The first is
     # small (angles below 10³ radians even with growing frequencies), so float32 versions of a wrong formula
-    # computed in other ways agree with its catalogued version there.
+    # computed in other ways agree with its catalogued version there. The third passes another base, so a base
+    # written in as 10000 shows before grading (the hidden "base = 500" case tries a smaller one).
     visible=[Case("queries (B, H, T, Dh) from position 5", dims=dict(B=2, H=2, T=2, Dh=4, O=5)),
-             Case("keys of a prompt, from position 0", dims=dict(B=1, H=2, T=6, Dh=8, O=0))],
+             Case("keys of a prompt, from position 0", dims=dict(B=1, H=2, T=6, Dh=8, O=0)),
+             Case("base = 500000 (Llama 3's setting)", dims=dict(B=1, H=2, T=3, Dh=8, O=4), inputs=_rope_base_500000)],
     hidden=[
         Case("random sizes and offsets", dims=_rope_sizes),
         Case("one position", dims=dict(B=2, H=3, T=1, Dh=8, O=7)),
@@ -484,6 +494,11 @@ ROPE = Exercise(
                 "the token at position p turns by p · θ_j, and the first position is 0 (no rotation); yours "
                 "turn by (p + 1) · θ_j. The `positions` argument already holds each token's position.",
                 "angle = positions.float()[:, None] * inv_freq[None, :], with the positions as given."),
+        Mistake("base argument ignored (always 10000)", _rope_base_ignored,
+                "the caller chooses the base (this case passes base=500000, as Llama 3 does), and yours uses "
+                "10000 whatever it is given, so every pair but the first turns at the wrong speed.",
+                "use the parameter: inv_freq = base ** (-torch.arange(0, Dh, 2) / Dh), with no number written in "
+                "place of base."),
         Mistake("angle table transposed: (Dh/2, T) instead of (T, Dh/2)", _rope_table_transposed,
                 "the angle of position t and pair j belongs at row t, column j, a (T, Dh/2) table that "
                 "broadcasts over x's (…, T, Dh). Yours is (Dh/2, T): it broadcasts only when T = Dh/2, and then "

@@ -121,6 +121,14 @@ def _ln_affine_swapped(x, weight, bias, eps=1e-5):
     return tfm_ref.layer_norm(x, bias, weight, eps)
 
 
+def _ln_weight_not_applied(x, weight, bias, eps=1e-5):
+    return tfm_ref.layer_norm(x, None, bias, eps)  # x̂ + β: γ accepted and never used
+
+
+def _ln_affine_not_applied(x, weight, bias, eps=1e-5):
+    return tfm_ref.layer_norm(x, None, None, eps)  # x̂ alone: γ and β accepted and never used
+
+
 def _ln_eps_fixed(x, weight, bias, eps=1e-5):
     return tfm_ref.layer_norm(x, weight, bias)  # 1e-5, whatever the caller passed
 
@@ -179,6 +187,15 @@ LAYER_NORM_MISTAKES = [
             "the mean and the variance depend on x too, and the gradient of x flows through them; detached (or "
             "computed outside autograd) they cut that path, so the output is right and its gradient is not.",
             "compute mean and var from x in the graph, without .detach(), .item() or torch.no_grad()."),
+    Mistake("γ (weight) not applied", _ln_weight_not_applied,
+            "after normalising, LayerNorm scales each feature by its learned weight γ and then adds β: "
+            "x̂ · γ + β. Yours adds β but never multiplies by γ, so the output is right only when γ = 1 (as a "
+            "new LayerNorm starts), and wrong as soon as γ is learned (this case passes a γ that is not 1).",
+            "y = y * weight (when weight is not None), before y = y + bias."),
+    Mistake("γ and β not applied (no affine step)", _ln_affine_not_applied,
+            "LayerNorm ends with an affine step, x̂ · γ + β, the learned scale and shift; yours returns the "
+            "normalised x̂ alone, which is right only when γ = 1 and β = 0 (this case passes other values).",
+            "if weight is not None: y = y * weight; then if bias is not None: y = y + bias."),
     Mistake("γ and β swapped", _ln_affine_swapped,
             "the weight γ scales and the bias β shifts; yours are the other way round.",
             "x̂ · weight + bias."),
@@ -285,6 +302,16 @@ def _rms_std(unbiased: bool):
     return rms_norm
 
 
+def _rms_weight_not_applied(x, weight, eps=1e-6):
+    return tfm_ref.rms_norm(x, None, eps)  # γ accepted and never used
+
+
+def _rms_eps_fixed(fixed: float):
+    def rms_norm(x, weight, eps=1e-6):
+        return tfm_ref.rms_norm(x, weight, fixed)  # whatever the caller passed
+    return rms_norm
+
+
 def _rms_gain_first(x, weight, eps=1e-6):
     return tfm_ref.rms_norm(x if weight is None else (x.float() * weight).to(x.dtype), None, eps)
 
@@ -300,6 +327,10 @@ def _rms_not_cast_back(x, weight, eps=1e-6):
 _STD_HINT = ("RMSNorm divides by √mean(x²), the spread around 0; x.var (like x.std) is the spread around the mean, "
             "a centred statistic, which is what RMSNorm leaves out.")
 _STD_FIX = "torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps), not x.var(...)."
+# "no ε" (none at all) is catalogued beside these; both show on the visible ε = 1e-2 case.
+_RMS_EPS_HINT = ("the caller chooses ε (this case passes eps=1e-2), and yours uses {} whatever it is given: a number "
+                 "written in where the `eps` parameter belongs.")
+_RMS_EPS_FIX = "use the parameter: torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps), with no number in its place."
 
 RMS_NORM = Exercise(
     name="rms_norm",
@@ -346,6 +377,15 @@ RMS_NORM = Exercise(
                 "ε is added under the root, √(mean(x²) + ε): it keeps an all-zero row finite, and it matters "
                 "whenever mean(x²) is not much larger than ε (this case passes eps=1e-2).",
                 "torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)."),
+        Mistake("eps argument ignored (always 1e-6)", _rms_eps_fixed(1e-6),
+                _RMS_EPS_HINT.format("1e-6"), _RMS_EPS_FIX),
+        Mistake("eps argument ignored (always 1e-5)", _rms_eps_fixed(1e-5),
+                _RMS_EPS_HINT.format("1e-5"), _RMS_EPS_FIX),
+        Mistake("γ (weight) not applied", _rms_weight_not_applied,
+                "after dividing by the root mean square, RMSNorm scales each feature by its learned weight γ: "
+                "x / √(mean(x²) + ε) · γ. Yours never multiplies by γ, so it is right only when γ = 1 (as a new "
+                "RMSNorm starts), and wrong as soon as γ is learned (this case passes a γ that is not 1).",
+                "y = y * weight (when weight is not None), before returning y.to(x.dtype)."),
         Mistake("divided by the standard deviation (x.var) instead of the root mean square", _rms_std(True),
                 _STD_HINT, _STD_FIX),
         Mistake("divided by the standard deviation (biased x.var) instead of the root mean square", _rms_std(False),
