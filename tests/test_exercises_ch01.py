@@ -30,3 +30,15 @@ def test_the_visible_check_fails_overflow_and_nan_rows_on_every_seed():
     for student, mistake in ((_naive_softmax, "exp without subtracting the maximum"),
                              (_softmax_nan_on_masked_rows, "NaN for an all −inf row")):
         assert_named(chapter.SOFTMAX, student, mistake, range(10))
+
+
+def _mask_after_softmax(q, k, v, mask=None, *, return_weights=False):
+    weights = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(-1)
+    weights = weights if mask is None else weights * mask
+    return (weights @ v, weights) if return_weights else weights @ v
+
+
+def test_the_masked_attentions_failing_input_lists_its_heads():
+    """q, k and v have a heads axis that the mask broadcasts over: the sizes above the printed tensors say how many."""
+    report = chapter.MASKED_ATTENTION.run(_mask_after_softmax, reveal_fix=False)
+    assert not report.passed and "Smallest failing input (B=1, H=2, T=2, S=2" in report.message, report.message

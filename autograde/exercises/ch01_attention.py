@@ -270,7 +270,7 @@ def _random_mask(gen: torch.Generator, dims, empty_rows: bool) -> torch.Tensor:
 
 
 def _masked_inputs(gen: torch.Generator, dims, dtype: torch.dtype, empty_rows: bool = False) -> Call:
-    q, k, v = _qkv(gen, {**dims, "H": 2}, dtype)  # (B, 2, T, Dk) …: the mask broadcasts over heads
+    q, k, v = _qkv(gen, {"H": 2, **dims}, dtype)  # (B, H, T, Dk) …: the (B, 1, T, S) mask broadcasts over heads
     return Call(q, k, v, _random_mask(gen, dims, empty_rows), return_weights=True)
 
 
@@ -318,15 +318,15 @@ MASKED_ATTENTION = Exercise(
     reference=tfm_ref.scaled_dot_product_attention,
     inputs=_masked_inputs,
     arg_names=("q", "k", "v", "mask"),
-    shapes=[dict(B=1, T=1, S=2, Dk=2, Dv=1), dict(B=1, T=2, S=2, Dk=2, Dv=2), dict(B=1, T=2, S=3, Dk=4, Dv=2),
-            dict(B=2, T=3, S=5, Dk=8, Dv=4)],
+    shapes=[dict(B=1, H=2, T=1, S=2, Dk=2, Dv=1), dict(B=1, H=2, T=2, S=2, Dk=2, Dv=2),
+            dict(B=1, H=2, T=2, S=3, Dk=4, Dv=2), dict(B=2, H=2, T=3, S=5, Dk=8, Dv=4)],
     visible=[Case("random padding-style mask, broadcast over heads")],
     hidden=[
         Case("causal mask (T, T)", inputs=_causal_inputs),
         Case("fully masked rows", inputs=lambda gen, dims, dtype: _masked_inputs(gen, dims, dtype, empty_rows=True)),
         Case("float16, fully masked rows", dtype=torch.float16,
              inputs=lambda gen, dims, dtype: _masked_inputs(gen, dims, dtype, empty_rows=True)),
-        Case("random sizes", dims=random_dims(B=(1, 3), T=(1, 7), S=(1, 9), Dk=(1, 16), Dv=(1, 6))),
+        Case("random sizes", dims=random_dims(B=(1, 3), H=(1, 3), T=(1, 7), S=(1, 9), Dk=(1, 16), Dv=(1, 6))),
         Case("mask=None still works", inputs=_attention_inputs, dims=dict(B=2, T=3, S=4, Dk=8, Dv=5)),
         Case("float64", dtype=torch.float64),
         Case("gradients", grad=True),
