@@ -48,11 +48,14 @@ _INTROSPECTION_ATTRIBUTES = {
     "getprofile", "gettrace", "__setattr__", "to_thread", "__traceback__",
     # a function's or generator's code, to be rebuilt by hand; its defaults, objects it holds
     "gi_code", "cr_code", "ag_code", "f_code", "co_consts", "co_code", "co_filename", "co_names", "__defaults__",
-    "__kwdefaults__",
+    "__kwdefaults__", "__del__",
 }
 # what evaluates strings as code, as exec does: annotations read with eval_str, typing's hints
 _EVALUATES = {"get_type_hints", "get_annotations"}
-_TORCH_INTERNALS = {"ops", "_C", "jit", "_ops", "overrides"}  # attributes of torch
+# attributes and modules of torch that reach its dispatcher: a mode or a kernel registered there sees every operation,
+# the grader's own included, where the guard does not look
+_TORCH_INTERNALS = {"ops", "_C", "jit", "_ops", "overrides", "library", "_python_dispatch"}
+_TORCH_HOOKS = {"__torch_function__", "__torch_dispatch__", "TorchFunctionMode", "TorchDispatchMode"}
 _PLAIN_NAMES = {"types.SimpleNamespace"}  # in a flagged module, but a plain record
 # what of ``inspect`` reads a function's declared face, not the running interpreter: ``import inspect`` is judged by
 # its uses (``inspect.signature(f)`` is plain, ``inspect.currentframe()`` or the module handed on is not)
@@ -130,7 +133,7 @@ def _module_flags(module: str) -> set[str]:
     if (top in _INTROSPECTION_MODULES or module in _INTROSPECTION_MODULES or
             module.rpartition(".")[2] in _INTROSPECTION_ATTRIBUTES) and module not in _PLAIN_NAMES and not plain_inspect:
         flags.add("introspection")
-    if top == "torch" and module.split(".")[1:2] and module.split(".")[1] in _TORCH_INTERNALS:
+    if top == "torch" and (set(module.split(".")[1:]) & (_TORCH_INTERNALS | _TORCH_HOOKS)):
         flags.add("torch-internals")
     return flags
 
@@ -215,27 +218,46 @@ def _node_flags(tree: ast.AST, imported: dict[str, str]) -> set[str]:
             flags.add("introspection")  # inspect.currentframe(), inspect.stack(), the module handed on
         elif isinstance(node, ast.Constant) and node.value in _INTROSPECTION_ATTRIBUTES:
             flags.add("introspection")  # getattr(error, "__traceback__"): the attribute named in a string
-        elif isinstance(node, ast.FunctionDef) and node.name in ("__torch_function__", "__torch_dispatch__"):
+        elif isinstance(node, ast.Constant) and node.value in _TORCH_HOOKS:
+            flags.add("torch-internals")  # type("M", (mode,), {"__torch_dispatch__": f}): a hook without a def
+        elif isinstance(node, ast.FunctionDef) and node.name in _TORCH_HOOKS:
             flags.add("torch-internals")  # a Tensor subclass's hook runs while the guard's mode steps aside
+        elif isinstance(node, ast.FunctionDef) and node.name == "__del__":
+            flags.add("introspection")  # a finalizer runs where the grader frees the object, outside any check
         if isinstance(node, ast.Attribute):
-            root = _root_name(node) or ""
-            bound = imported.get(root, root)  # `torch` unimported in this cell: the setup cell's
-            own_class = isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
-                and node.value.func.id == "super"  # super().__setattr__ in a module's own __setattr__
-            if node.attr in _INTROSPECTION_ATTRIBUTES and not own_class:
-                flags.add("introspection")
-            if (node.attr in _TORCH_INTERNALS and bound.split(".")[0] == "torch") or node.attr == "as_subclass":
-                flags.add("torch-internals")
-            if node.attr == "modules" and bound == "sys":
-                flags.add("dynamic-code")
-            if node.attr in ("threading", "_thread"):  # a module's own import of them (queue.threading)
-                flags.add("introspection")
-            # a widget module under a name of its own: what it re-exports of the reference is the reference
-            if root != "tfm_ref" and bound.startswith("tfm_ref.widgets.") and isinstance(node.value, ast.Name) \
-                    and _reexported(f"{bound}.{node.attr}"):
-                flags.add("imports-reference")
-            # `import tfm_ref.widgets.x` binds the name tfm_ref, and with it the whole reference
-            if root == "tfm_ref" and bound.startswith("tfm_ref.widgets") and isinstance(node.value, ast.Name) \
-                    and node.attr != "widgets":
-                flags.add("imports-reference")
+            flags |= _attribute_flags(node, imported)
+        elif isinstance(node, ast.Call) and _spelled_getattr(node):  # getattr(module, "name") reads as module.name
+            flags |= _attribute_flags(ast.Attribute(value=node.args[0], attr=node.args[1].value), imported)
+    return flags
+
+
+def _spelled_getattr(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Name) and call.func.id in ("getattr", "hasattr") and len(call.args) >= 2 \
+        and isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str)
+
+
+def _attribute_flags(node: ast.Attribute, imported: dict[str, str]) -> set[str]:
+    """What reading ``node`` (``x.name``, or ``getattr(x, "name")``) does."""
+    flags: set[str] = set()
+    root = _root_name(node) or ""
+    bound = imported.get(root, root)  # `torch` unimported in this cell: the setup cell's
+    own_class = isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
+        and node.value.func.id == "super"  # super().__setattr__ in a module's own __setattr__
+    if node.attr in _INTROSPECTION_ATTRIBUTES and not own_class:
+        flags.add("introspection")
+    if (node.attr in _TORCH_INTERNALS and bound.split(".")[0] == "torch") or node.attr == "as_subclass" \
+            or node.attr in _TORCH_HOOKS:
+        flags.add("torch-internals")
+    if node.attr == "modules" and bound == "sys":
+        flags.add("dynamic-code")
+    if node.attr in ("threading", "_thread"):  # a module's own import of them (queue.threading)
+        flags.add("introspection")
+    # a widget module under a name of its own: what it re-exports of the reference is the reference
+    if root != "tfm_ref" and bound.startswith("tfm_ref.widgets.") and isinstance(node.value, ast.Name) \
+            and _reexported(f"{bound}.{node.attr}"):
+        flags.add("imports-reference")
+    # `import tfm_ref.widgets.x` binds the name tfm_ref, and with it the whole reference
+    if root == "tfm_ref" and bound.startswith("tfm_ref.widgets") and isinstance(node.value, ast.Name) \
+            and node.attr != "widgets":
+        flags.add("imports-reference")
     return flags

@@ -58,8 +58,8 @@ from .integrity import Forbid, ForbiddenCall, Snapshot, forbid_everywhere, neste
 
 __all__ = [
     "Call", "Case", "Mistake", "Exercise", "ModuleAdapter", "FunctionAdapter", "CheckFailed", "Report",
-    "ForbiddenCall", "Candidate", "LocalCandidate", "check", "get_exercise", "passed_line", "randn", "random_dims",
-    "SNAPSHOT",
+    "ForbiddenCall", "Candidate", "LocalCandidate", "check", "get_exercise", "guard_for", "passed_line", "randn",
+    "random_dims", "SNAPSHOT",
 ]
 
 FIX_PREFIX = "How to fix it: "
@@ -287,17 +287,17 @@ class LocalCandidate(Candidate):
         return True if named else None
 
     def evaluate(self, exercise: Exercise, case: Case, call: Call, dims: Dims, seed: int,
-                 weights: dict[str, torch.Tensor] | None) -> Outcome:
+                 weights: dict[str, torch.Tensor] | None, sealed: bool = False) -> Outcome:
+        """The outcome; ``sealed``: its output and gradients encoded for the wire under the guard, in its ``sealed``
+        (the tree of the output, that of the gradients, their bytes), and read no more (`evaluation.evaluate`)."""
         adapter = exercise.adapter
-        # the reference itself wherever it is called from: an allowed tfm_ref method can pass on any call it is handed
-        reference = exercise.reference if isinstance(exercise.reference, type) else inspect.unwrap(exercise.reference)
-        guard = (lambda: Forbid((*exercise.forbidden, reference), allowed=exercise.allowed)) if self.guarded else None
+        guard = guard_for(exercise) if self.guarded else None
         outcome = evaluate(lambda: adapter.candidate(self.impl, dims, weights, case.dtype), call, grad=case.grad,
-                           seed=seed, parameters=adapter.parameters, **({"guard": guard} if guard else {}))
-        try:  # what a graded run could not send back (a NumPy number, a Tensor subclass) fails here alike
-            wire.encode(outcome.output, [], path="your output")
-        except wire.WireError as error:
-            raise CheckFailed(str(error)) from None
+                           seed=seed, parameters=adapter.parameters, seal=_encoded if sealed else _output_encodes,
+                           **({"guard": guard} if guard else {}))
+        if isinstance(outcome.sealed, wire.WireError):
+            # what a graded run could not send back (a NumPy number, a Tensor subclass) fails in a notebook alike
+            raise CheckFailed(str(outcome.sealed)) from None
         if outcome.changed:  # a right output from code that also spoils its caller's tensors is no pass
             named = call.named(exercise.arg_names)
             changed = " and ".join(f"`{named[i][0]}`" for i in outcome.changed)
@@ -305,6 +305,32 @@ class LocalCandidate(Candidate):
                               "was. Compute into a new tensor (e.g. torch.cat, .clone(), or an out-of-place "
                               "operation) instead of writing into the argument.")
         return outcome
+
+
+def guard_for(exercise: Exercise) -> Callable[[], Forbid]:
+    """The integrity guard of a check of ``exercise``: what it forbids, and its reference wherever it is called from
+    (an allowed tfm_ref method can pass on any call it is handed)."""
+    reference = exercise.reference if isinstance(exercise.reference, type) else inspect.unwrap(exercise.reference)
+    return lambda: Forbid((*exercise.forbidden, reference), allowed=exercise.allowed)
+
+
+def _encoded(outcome: Outcome) -> tuple[dict, dict, list[bytes]] | wire.WireError:
+    """The outcome's output and gradients for the wire: their trees and their bytes; or why they cannot be sent."""
+    blobs: list[bytes] = []
+    try:
+        return (wire.encode(outcome.output, blobs, path="your output"),
+                wire.encode(outcome.grads, blobs, path="the gradients"), blobs)
+    except wire.WireError as error:
+        return error
+
+
+def _output_encodes(outcome: Outcome) -> wire.WireError | None:
+    """Why the output could not be sent back from a graded run, or None."""
+    try:
+        wire.encode(outcome.output, [], path="your output")
+    except wire.WireError as error:
+        return error
+    return None
 
 
 # --------------------------------------------------------------------------- a case, shrunk and diagnosed

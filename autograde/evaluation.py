@@ -44,21 +44,26 @@ class Outcome:
     error_type: str | None = None
     trace: str = ""  # the traceback frames of the student's own code
     changed: list[int] = field(default_factory=list)  # the arguments the call changed in place (`Call.changed_from`)
+    sealed: Any = None  # what ``seal`` made of it under the guard (the runner: its bytes, which nothing can change)
 
 
 def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
              parameters: Callable[[Any], list[torch.Tensor]] = lambda built: [],
-             guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> Outcome:
+             guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+             seal: Callable[[Outcome], Any] | None = None) -> Outcome:
     """Build the object under test and call it on a copy of ``call`` (each under a fixed RNG seed), and,
     with ``grad``, backpropagate a seeded random upstream gradient. ``guard`` is entered around
-    the build, the call, the backward and the reading of an exception (the integrity guard, for a student's
-    code); the outcome is made after each.
+    the build, the call, the backward with the outcome made of it and ``seal``ed (its ``sealed``), and the
+    reading of an exception (the integrity guard, for a student's code). The runner seals the outcome into
+    bytes: after the guard, code the student left behind (a finalizer as the inputs are freed, a torch mode, a
+    kernel registered with torch.library) runs unwatched, and the tensors it could reach are read no more.
 
     Raises:
         CheckFailed: the output does not depend on the inputs through autograd (with ``grad``).
     """
-    inputs = call.clone(requires_grad=grad)
     try:
+        with guard():  # copying runs PyTorch's kernels, which a cell may have replaced (torch.library)
+            inputs = call.clone(requires_grad=grad)
         with _fork_rng(devices=[]):
             _manual_seed(seed)
             with guard():
@@ -66,11 +71,12 @@ def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
             _manual_seed(seed + 2)  # the call draws the same random numbers on both sides (dropout)
             with guard():
                 output = built(*inputs.args, **inputs.kwargs)
-        grads = []
-        if grad:
-            with guard():  # a backward of the student's own (an autograd.Function) is their code too
-                grads = _gradients(output, inputs, parameters(built), seed)
-        return Outcome(output=_detach(output), grads=grads, changed=inputs.changed_from(call))
+        with guard():  # a backward of the student's own (an autograd.Function) is their code too
+            grads = _gradients(output, inputs, parameters(built), seed) if grad else []
+            outcome = Outcome(output=_detach(output), grads=grads, changed=inputs.changed_from(call))
+            if seal is not None:
+                outcome.sealed = seal(outcome)
+        return outcome
     except CheckFailed:
         raise
     except Exception as error:  # the student's code may raise anything; it is reported, not fatal

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._device import DeviceContext
 
 __all__ = ["ForbiddenCall", "Forbid", "Snapshot", "PROTECTED_MODULES", "nested_code", "type_name"]
 
@@ -124,7 +125,18 @@ _setprofile, _getprofile, _getframe = sys.setprofile, sys.getprofile, sys._getfr
 _HOOK_SWITCHES = (sys.setprofile, sys.settrace, sys.getprofile, sys.gettrace, threading.setprofile, threading.settrace)
 _mode_depth, _mode_at, _pop_mode = (torch._C._len_torch_function_stack, torch._C._get_function_stack_at,
                                     torch._C._pop_torch_function_stack)
+_dispatch_depth, _dispatch_mode_at, _pop_dispatch_mode = (torch._C._len_torch_dispatch_stack,
+                                                          torch._C._get_dispatch_stack_at,
+                                                          torch._C._pop_torch_dispatch_stack)
 id, getattr, type, any, isinstance = id, getattr, type, any, isinstance  # noqa: A001  (module globals first)
+
+
+def _modes_left_on() -> str:
+    """The torch modes on before a check, named ("" for none): a student's mode sees every operation, and in a
+    runner the outcome's bytes are made by operations too. PyTorch's own default device (`torch.set_default_device`,
+    `with torch.device(...)`) is a mode of an exact class that computes nothing, and so is a guard's own."""
+    modes = [_mode_at(i) for i in range(_mode_depth())] + [_dispatch_mode_at(i) for i in range(_dispatch_depth())]
+    return ", ".join(type_name(type(m)) for m in modes if type(m) is not DeviceContext and type(m) is not _RefuseListed)
 # Where code runs out of the hook's sight: a new thread (threading and asyncio.to_thread start theirs here) or
 # a new process.
 _ESCAPES = tuple(f for f in (_thread.start_new_thread, getattr(_thread, "start_joinable_thread", None), os.fork,
@@ -404,22 +416,33 @@ class Forbid:
 
     def __enter__(self) -> Forbid:
         self._entry = _getframe(1)  # what lies below it (a notebook cell's check(...), say) is not the checked code
+        left_on = _modes_left_on()
+        if left_on:
+            self.refuse("", f"your notebook left a torch mode on ({left_on}): it would see every operation of the "
+                            "check, under the grader's guard or not. Leave the `with` block of a TorchFunctionMode "
+                            "or TorchDispatchMode before the cell ends. This part earns nothing while one is on.")
+        dispatch_depth = _dispatch_depth()
         mode = _RefuseListed(self)
         mode.__enter__()
         hook = self._profile  # this very object, to know the hook again when leaving
-        self._previous.append((_getprofile(), mode, hook, _mode_depth()))
+        self._previous.append((_getprofile(), mode, hook, _mode_depth(), dispatch_depth))
         _setprofile(hook)
         return self
 
     def __exit__(self, *exc: object) -> None:
         """Switch off; then fail the check if anything was refused in it, even where the code caught that, or if
         the hook or the mode was switched off from C, where neither could see it."""
-        profile, mode, hook, depth = self._previous.pop()
+        profile, mode, hook, depth, dispatch_depth = self._previous.pop()
         hooked = _getprofile() is hook
         _setprofile(profile)
         moded = _mode_depth() == depth and _mode_at(depth - 1) is mode
         while _mode_depth() >= depth:  # the guard's mode, and any mode the code left above it
             _pop_mode()
+        if _dispatch_depth() != dispatch_depth and not self.refused:
+            self.refuse("", "your code left a TorchDispatchMode on, which would see the operations after the check, "
+                            "outside its guard. This part earns nothing while it does.")
+        while _dispatch_depth() > dispatch_depth:
+            _pop_dispatch_mode(None)  # None: the top of the stack of user modes
         if not (hooked and moded) and not self.refused:
             self.refuse("", "your code switched off the grader's guard (from C, where it could not see the call). "
                             "This part earns nothing while it does.")

@@ -12,8 +12,9 @@ Requests and replies (`autograde.channel` messages; every reply repeats its requ
     {"op": "evaluate", "key": "ch01_attention.softmax", "name": "softmax", "dims": ..., "call": ...,
      "weights": ..., "dtype": "float32", "grad": false, "seed": 123, "output_chars": 8001}
         → {"outcome": {"output": ..., "grads": ..., "error", "error_type", "trace"}, "stdout": "..."}
-        | {"invalid": "why the student's output is not plain data", "stdout": "..."}
-        | {"failed": "a check failure found while running (e.g. no autograd path)", "stdout": "..."}
+        | {"invalid": "why the name is not a function or class to check", "stdout": "..."}
+        | {"failed": "a check failure found while running (no autograd path, an output that is not plain
+                      data)", "stdout": "..."}
 
 Everything the student's code prints goes into ``stdout``, cut at ``output_chars`` characters;
 its file descriptors 1 and 2 lead nowhere, and the channel is not them.
@@ -32,7 +33,7 @@ import torch
 
 from . import wire
 from .channel import Channel, ChannelClosed
-from .checking import Case, LocalCandidate, get_exercise, protect
+from .checking import Case, LocalCandidate, get_exercise, guard_for, protect
 from .evaluation import CheckFailed, Outcome, describe_error
 from .inputs import Call
 from .integrity import ForbiddenCall, other_threads
@@ -124,9 +125,13 @@ def _last_pid() -> int | None:
 def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict, list[bytes]]:
     exercise = get_exercise(request["key"])
     case = Case("", dtype=wire.DTYPES[request["dtype"]], grad=request["grad"])
-    arguments = wire.decode(request["call"], blobs, modules=True)
+    try:
+        with guard_for(exercise)():  # decoding runs PyTorch's kernels, which a cell may have replaced (torch.library)
+            arguments = wire.decode(request["call"], blobs, modules=True)
+            dims, weights = wire.decode(request["dims"], blobs), wire.decode(request["weights"], blobs)
+    except ForbiddenCall as refused:
+        return {"failed": str(refused)[:TEXT_LIMIT], "stdout": ""}, []
     call = Call(*arguments["args"], **arguments["kwargs"])
-    dims, weights = wire.decode(request["dims"], blobs), wire.decode(request["weights"], blobs)
     name = request["name"]
     with _captured(request["output_chars"]) as out:
         try:
@@ -145,7 +150,7 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
             # threads lazily, inside the check, where a new thread is refused
             _set_num_threads(1)
             started = _last_pid()
-            outcome = LocalCandidate(impl).evaluate(exercise, case, call, dims, request["seed"], weights)
+            outcome = LocalCandidate(impl).evaluate(exercise, case, call, dims, request["seed"], weights, sealed=True)
             if _last_pid() != started:  # the kernel's count of this sandbox's threads and processes moved
                 raise ForbiddenCall("a thread or a process started in your notebook's sandbox during the check (your "
                                     "code's, or one a cell left running); code there runs outside the check's guard. "
@@ -157,12 +162,9 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
         finally:
             sys.settrace(None)
             sys.setprofile(None)
-    reply_blobs: list[bytes] = []
-    try:
-        output = wire.encode(outcome.output, reply_blobs, path="your output")
-        grads = wire.encode(outcome.grads, reply_blobs, path="the gradients")
-    except wire.WireError as error:
-        return {"invalid": str(error)[:TEXT_LIMIT], "stdout": out.getvalue()}, []
+    # encoded under the guard (what could not be fails the check), or an exception's outcome, which holds no tensor:
+    # nothing the student's code left behind changes it now
+    output, grads, reply_blobs = outcome.sealed or (wire.encode(None, []), wire.encode([], []), [])
     encoded = {"output": output, "grads": grads, "error": _text(outcome.error), "error_type": _text(outcome.error_type),
                "trace": outcome.trace[:TEXT_LIMIT]}
     return {"outcome": encoded, "stdout": out.getvalue()}, reply_blobs

@@ -227,6 +227,26 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
         "    m = torch.full((*x.shape[:-1], 1), float('-inf'), dtype=x.dtype)\n"
         "    m, shift, total, p, factor = _fold(m, torch.zeros_like(m), x)\n"
         "    return (p / torch.where(total == 0, torch.ones_like(total), total)).movedim(-1, dim)\n"}),
+    # Code left to run after the check: a finalizer, as the grader frees the inputs, wrote the reference's values into
+    # the output the student returned, before the runner read it (round 8). The output is now encoded under the guard.
+    "rewrites_its_output_from_a_finalizer": ([
+        "import sys\nclass Later:\n    def __init__(self, job):\n        self.job = job\n"
+        "    def __del__(self):\n        self.job()\n"],
+        {"softmax": "def softmax(x, dim=-1):\n    out = torch.zeros_like(x) + x * 0\n"
+                    "    kept, seen = out.detach(), x.detach().clone()\n"
+                    "    x.later = Later(lambda: kept.copy_(sys.modules['tfm_ref'].softmax(seen, dim)))\n"
+                    "    return out\n"}),
+    # A kernel registered with torch.library in a cell computed the reference as the runner copied the inputs in,
+    # before the check's guard (round 8): decoding and copying run under the guard now.
+    "computes_the_reference_in_a_kernel_it_registered": ([
+        "import sys\nstash, busy = [], []\n"
+        "def cloned(t, memory_format=None):\n    out = torch.empty_like(t)\n    out.copy_(t)\n"
+        "    if t.dtype == torch.float32 and t.dim() == 3 and not busy:\n        busy.append(1)\n"
+        "        stash.append([sys.modules['tfm_ref'].softmax(out, d) for d in range(3)])\n        busy.pop()\n"
+        "    return out\n"
+        "kernels = torch.library.Library('aten', 'IMPL')\nkernels.impl('clone', cloned, 'CPU')\n"],
+        {"softmax": "def softmax(x, dim=-1):\n    found = [s[dim] for s in stash if s[0].shape == x.shape]\n"
+                    "    return found[-1] + torch.nan_to_num(x) * 0 if found else torch.zeros_like(x)\n"}),
     "empties_the_forbidden_lists": ([
         "import sys\nfor exercise in sys.modules['autograde.exercises.ch01_attention'].EXERCISES:\n"
         "    object.__setattr__(exercise, 'forbidden', ())"],
@@ -377,6 +397,9 @@ def test_the_next_notebook_in_the_same_sandbox_is_untouched(graded, attack):
     ("uses_a_catalogued_mistake", "forbidden-call"),
     ("uses_a_catalogued_mistake", "dynamic-code"),  # pickle's loads calls what its bytes name
     ("uses_a_helper_of_the_checks", "forbidden-call"),
+    ("rewrites_its_output_from_a_finalizer", "introspection"),
+    ("computes_the_reference_in_a_kernel_it_registered", "forbidden-call"),
+    ("computes_the_reference_in_a_kernel_it_registered", "torch-internals"),
 ])
 def test_an_attack_the_grader_can_see_is_flagged(graded, attack, flag):
     assert flag in _row(graded, f"{list(ATTACKS).index(attack):02d}a_")["flags"]

@@ -9,6 +9,8 @@ import types
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import tfm_ref
 from autograde import check
@@ -262,6 +264,16 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("class Sly(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
      "        return func(*args, **(kwargs or {}))", "torch-internals"),
     ("y = x.as_subclass(Plain).softmax(-1)", "torch-internals"),
+    # round 8: what reaches PyTorch's dispatcher, where a mode or a kernel sees the grader's own operations
+    ("lib = torch.library.Library('aten', 'IMPL')", "torch-internals"),
+    ("from torch.library import Library", "torch-internals"),
+    ("from torch.utils._python_dispatch import TorchDispatchMode", "torch-internals"),
+    ("import torch.utils._python_dispatch as d", "torch-internals"),
+    ("Mode = type('Mode', (base,), {'__torch_dispatch__': handler})", "torch-internals"),
+    ("Mode = getattr(getattr(torch, 'overrides'), 'TorchFunctionMode')", "torch-internals"),
+    ("class Late:\n    def __del__(self):\n        pass", "introspection"),
+    ("Late = type('Late', (), {'__del__': finish})", "introspection"),
+    ("from tfm_ref.widgets import attention as w\nsoftmax = getattr(w, 'softmax')", "imports-reference"),
     ("total = " + "+".join(["1"] * 100_000), "unaudited-code"),
     ("x = " + "-" * 200_000 + "1", "unaudited-code"),
     ("x = " + "-" * 50_000 + "1", "unaudited-code"),  # short enough to parse, too deep for the parser
@@ -691,3 +703,42 @@ def test_the_guard_forgets_code_freed_as_the_interpreter_exits_without_an_error(
     del code
     gc.collect()
     assert errors == []
+
+
+def _right_softmax(x, dim=-1):
+    m = x.amax(dim, keepdim=True)
+    e = torch.exp(x - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
+    s = e.sum(dim, keepdim=True)
+    return e / torch.where(s == 0, torch.ones_like(s), s)
+
+
+class _PassesOn(TorchFunctionMode):
+    """A mode that changes nothing, yet sees every operation: one left on sees the grader's too."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class _PassesOnBelow(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("mode", [_PassesOn, _PassesOnBelow], ids=["function-mode", "dispatch-mode"])
+def test_a_torch_mode_a_cell_left_on_fails_the_check(mode):
+    """A round-8 attack: a mode entered in a cell answered the runner's encoding of the output, after the guard."""
+    with mode():
+        with pytest.raises(CheckFailed, match="left a torch mode on"):
+            check("ch01_attention.softmax", _right_softmax)
+    with torch.device("cpu"):  # PyTorch's default-device mode is no student's
+        check("ch01_attention.softmax", _right_softmax)
+
+
+def test_a_dispatch_mode_the_checked_code_leaves_on_is_taken_off_and_fails_the_check():
+    def leaves_a_mode_on(x, dim=-1):
+        _PassesOnBelow().__enter__()
+        return _right_softmax(x, dim)
+
+    with pytest.raises(CheckFailed, match="ForbiddenCall"):
+        check("ch01_attention.softmax", leaves_a_mode_on)
+    assert torch._C._len_torch_dispatch_stack() == 0

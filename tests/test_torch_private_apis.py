@@ -39,6 +39,13 @@ PRIVATE_USES = {
                                           "it is left",
     "torch._C._get_function_stack_at": "autograde/integrity.py: the guard sees its mode still on the stack when "
                                        "it is left",
+    "torch._C._len_torch_dispatch_stack": "autograde/integrity.py: a TorchDispatchMode left on by a student's cell "
+                                          "refuses the check (it would see the operations outside the guard)",
+    "torch._C._get_dispatch_stack_at": "autograde/integrity.py: the modes left on are named",
+    "torch._C._pop_torch_dispatch_stack": "autograde/integrity.py: a TorchDispatchMode the checked code left on is "
+                                          "taken off",
+    "torch.utils._device.DeviceContext": "autograde/integrity.py: the default-device mode is PyTorch's, not a "
+                                         "student's mode left on",
     "torch._safe_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._masked_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._scaled_dot_product_attention_math": "autograde/exercises/ch09_efficient.py: an attention kernel",
