@@ -165,7 +165,28 @@ def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.
                         f"them): {', '.join(missing)}")
     if unexpected:
         problems.append(f"not in tfm_ref: {', '.join(unexpected)}")
-    for name in sorted(set(got) & set(expected)):
-        if got[name].shape != expected[name].shape:
-            problems.append(f"your `{name}` has shape {tuple(got[name].shape)}, tfm_ref's {tuple(expected[name].shape)}")
-    return problems
+    differ = [name for name in sorted(set(got) & set(expected)) if got[name].shape != expected[name].shape]
+    for name in differ:
+        problems.append(f"your `{name}` has shape {tuple(got[name].shape)}, tfm_ref's {tuple(expected[name].shape)}")
+    return problems + _kv_projections_for_every_query_head(got, expected, kwargs, differ)
+
+
+def _kv_projections_for_every_query_head(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],
+                                         kwargs: dict, differ: list[str]) -> list[str]:
+    """The shapes above, named where they are a multi-head layer's key/value projections sized for all
+    n_heads query heads (n_heads · head_dim outputs) where it has n_kv_heads < n_heads key/value heads."""
+    n_heads, n_kv_heads = kwargs.get("n_heads"), kwargs.get("n_kv_heads")
+    if not (isinstance(n_heads, int) and isinstance(n_kv_heads, int) and 0 < n_kv_heads < n_heads):
+        return []
+    sized_for_queries = [name for name in differ if name.rsplit(".", 2)[-2:-1] in (["k_proj"], ["v_proj"])
+                         and expected[name].dim() >= 1 and got[name].dim() == expected[name].dim()
+                         and expected[name].shape[0] % n_kv_heads == 0
+                         and got[name].shape[0] == expected[name].shape[0] // n_kv_heads * n_heads
+                         and got[name].shape[1:] == expected[name].shape[1:]]
+    if not sized_for_queries:
+        return []
+    head_dim = expected[sized_for_queries[0]].shape[0] // n_kv_heads
+    return [f"k_proj/v_proj sized for all query heads: with n_kv_heads < n_heads they have n_kv_heads · head_dim "
+            f"outputs (here n_kv_heads={n_kv_heads} · head_dim={head_dim} = {n_kv_heads * head_dim}, not "
+            f"n_heads · head_dim = {n_heads * head_dim}): nn.Linear(d_model, n_kv_heads * head_dim), with "
+            "n_kv_heads = n_heads where it is None"]

@@ -1,4 +1,6 @@
-"""Chapter 2 checks beyond tests/test_exercises.py: repeat_interleave is off limits in repeat_kv, and a layer written from scratch passes.
+"""Chapter 2 checks beyond tests/test_exercises.py: repeat_interleave is off limits in repeat_kv, a layer written from
+scratch passes, and mistakes a student audit found unnamed are named (a context ignored, K/V projections sized for every
+query head, split_heads without its transpose).
 """
 import math
 
@@ -6,6 +8,7 @@ import pytest
 import torch
 
 from autograde.exercises import ch02_multihead as chapter
+from exercise_proofs import assert_named
 from student_layers import StudentAttentionLayer
 
 
@@ -36,3 +39,45 @@ class _LayerFromScratch(StudentAttentionLayer):
 def test_a_layer_written_from_scratch_passes_under_the_guard():
     report = chapter.MULTIHEAD.run(_LayerFromScratch, hidden=True, seed=0)
     assert report.passed, report.message
+
+
+# --------------------------------------------------------------------------- mistakes a student audit found unnamed
+
+
+class _LayerIgnoringTheContext(_LayerFromScratch):
+    """Keys and values always projected from x: passed every check while no case gave a context."""
+
+    def forward(self, x, context=None, mask=None):
+        return super().forward(x, None, mask)
+
+
+def test_a_layer_that_ignores_the_context_is_named_by_the_visible_check():
+    assert_named(chapter.MULTIHEAD, _LayerIgnoringTheContext, "context ignored: keys and values taken from x",
+                 range(5))
+
+
+class _KVProjectionsSizedDModel(_LayerFromScratch):
+    """k_proj and v_proj with d_model outputs, as if there were n_heads key/value heads."""
+
+    def __init__(self, d_model, n_heads, n_kv_heads=None, bias=True, dropout=0.0):
+        super().__init__(d_model, n_heads, n_kv_heads, bias, dropout)
+        self.k_proj = torch.nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = torch.nn.Linear(d_model, d_model, bias=bias)
+
+
+def test_kv_projections_sized_for_every_query_head_are_named_where_the_parameters_are_compared():
+    # The layer cannot be built with the reference's weights, so no catalogued Mistake can run: the adapter's
+    # parameter message names it.
+    for seed in range(5):
+        report = chapter.MULTIHEAD.run(_KVProjectionsSizedDModel, seed=seed)
+        assert not report.passed
+        assert ("k_proj/v_proj sized for all query heads: with n_kv_heads < n_heads they have n_kv_heads · head_dim "
+                "outputs") in report.message, (seed, report.message)
+
+
+def test_split_heads_without_the_transpose_is_named():
+    def split_heads(x, n_heads):
+        batch, length, width = x.shape
+        return x.view(batch, length, n_heads, width // n_heads)  # (B, T, H, Dh)
+
+    assert_named(chapter.SPLIT_HEADS, split_heads, "forgot the transpose: returns (B, T, H, Dh)", range(5))

@@ -1,9 +1,14 @@
 """Chapter 9 checks beyond tests/test_exercises.py (where the notebook's own solutions pass under the guard,
 its decoding step calling the given repeat_kv): the normaliser may not come from logsumexp, the
-decoding step may not hand the attention to tfm_ref, and exp with no maximum at all is named as the overflow.
+decoding step may not hand the attention to tfm_ref, exp with no maximum at all is named as the overflow, and mistakes
+a student audit found unnamed or caught by luck are named on every seed (the running sum divided by unguarded, no −inf
+guard, a square causal mask in the decoding step).
 """
+import math
+
 import pytest
 import torch
+from exercise_proofs import assert_named
 
 import tfm_ref
 from autograde.exercises import ch09_efficient as chapter
@@ -87,3 +92,60 @@ def _online_softmax_cleaned_up_at_the_end(x, block_size, dim=-1):
 def test_nan_turned_into_zeros_at_the_end_fails_on_a_row_whose_first_block_is_all_minus_inf(seed):
     assert not chapter.ONLINE_SOFTMAX.run(_online_softmax_cleaned_up_at_the_end, hidden=True, guarded=False,
                                           seed=seed).passed  # it passed on 6 seeds in 20
+
+
+# --------------------------------------------------------------------------- mistakes a student audit found unnamed
+
+
+def _tiled(q, k, v, mask=None, *, q_tile=64, k_tile=64, guard=True, divide_inside=False):
+    """A student's tiled attention: right with the defaults; ``guard=False`` shifts by a −inf running maximum
+    (NaN while a row has seen only masked keys); ``divide_inside`` divides by the running sum at every tile,
+    with no guard for ℓ = 0."""
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    scale = 1 / math.sqrt(q.shape[-1])
+    if mask is not None:
+        mask = mask.expand(*q.shape[:-1], n_keys)
+    outs = []
+    for i in range(0, n_queries, q_tile):
+        qb = q[..., i:i + q_tile, :]
+        m = torch.full(qb.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
+        total = torch.zeros_like(m)
+        o = torch.zeros(*qb.shape[:-1], v.shape[-1], dtype=q.dtype)
+        for j in range(0, n_keys, k_tile):
+            s = qb @ k[..., j:j + k_tile, :].transpose(-2, -1) * scale
+            if mask is not None:
+                s = s.masked_fill(~mask[..., i:i + q_tile, j:j + k_tile], float("-inf"))
+            m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+            shift = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new)) if guard else m_new
+            p, f = torch.exp(s - shift), torch.exp(m - shift)
+            total = total * f + p.sum(-1, keepdim=True)
+            o = o * f + (p @ v[..., j:j + k_tile, :] / total if divide_inside else p @ v[..., j:j + k_tile, :])
+            m = m_new
+        outs.append(o if divide_inside else o / torch.where(total == 0, torch.ones_like(total), total))
+    return torch.cat(outs, dim=-2)
+
+
+def test_tiled_attention_dividing_by_the_running_sum_without_a_guard_is_named_on_every_seed():
+    def tiled_attention(q, k, v, mask=None, *, q_tile=64, k_tile=64):
+        return _tiled(q, k, v, mask, q_tile=q_tile, k_tile=k_tile, divide_inside=True)
+
+    assert_named(chapter.TILED_ATTENTION, tiled_attention,
+                 "divided by the running sum at every tile, with no guard for ℓ = 0", range(5))
+
+
+def test_tiled_attention_without_the_minus_inf_guard_is_caught_by_the_visible_check_on_every_seed():
+    def tiled_attention(q, k, v, mask=None, *, q_tile=64, k_tile=64):
+        return _tiled(q, k, v, mask, q_tile=q_tile, k_tile=k_tile, guard=False)
+
+    assert_named(chapter.TILED_ATTENTION, tiled_attention, "NaN for a row with no visible key yet", range(5))
+
+
+def test_cached_attention_with_a_square_causal_mask_is_named():
+    def cached_attention(q, k, v, k_cache, v_cache):
+        k_cache, v_cache = torch.cat([k_cache, k], dim=-2), torch.cat([v_cache, v], dim=-2)  # (B, G, S + T, Dh)
+        n_rep = q.shape[1] // k.shape[1]
+        mask = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool).tril()  # (T, T): the cached keys left out
+        return _tiled(q, tfm_ref.repeat_kv(k_cache, n_rep), tfm_ref.repeat_kv(v_cache, n_rep), mask), k_cache, v_cache
+
+    assert_named(chapter.CACHED_ATTENTION, cached_attention, "square (T, T) causal mask instead of (T, S + T)",
+                 range(5))

@@ -52,6 +52,11 @@ def _split_interleaved(x, n_heads):
     return x.reshape(batch, length, width // n_heads, n_heads).permute(0, 3, 1, 2)  # head = column mod H
 
 
+def _split_no_transpose(x, n_heads):
+    batch, length, width = x.shape
+    return x.reshape(batch, length, n_heads, width // n_heads)  # (B, T, H, Dh): the heads left on axis 2
+
+
 _HEAD_SHAPES = [dict(B=1, T=1, H=1, Dh=1), dict(B=1, T=2, H=2, Dh=1), dict(B=1, T=2, H=2, Dh=2),
                 dict(B=1, T=3, H=2, Dh=3), dict(B=2, T=3, H=4, Dh=2), dict(B=2, T=5, H=3, Dh=4)]
 
@@ -78,6 +83,11 @@ SPLIT_HEADS = Exercise(
                 "your head h takes the columns h, h + H, h + 2H, …; head h must own the contiguous block of "
                 "columns h·Dh … (h+1)·Dh − 1.",
                 "view the last axis as (H, Dh), not (Dh, H): x.view(B, T, H, Dh).transpose(1, 2)."),
+        Mistake("forgot the transpose: returns (B, T, H, Dh)", _split_no_transpose,
+                "splitting the last axis gives (B, T, H, Dh), with the heads on axis 2; split_heads returns "
+                "(B, H, T, Dh), the heads on axis 1, so that every head is a batch of T positions that attend "
+                "to each other.",
+                "swap the T and H axes after the split: x.view(B, T, H, Dh).transpose(1, 2)."),
     ],
 )
 
@@ -303,6 +313,11 @@ class BrokenMultiHeadAttention(tfm_ref.MultiHeadAttention):
         return self.project_out(self.merge(self.attend(q, k, v, mask)))  # (B, T, D)
 
 
+class _MHAContextIgnored(BrokenMultiHeadAttention):
+    def sources(self, x, context):
+        return x, x  # keys and values from x even when a context is given
+
+
 class _MHAReshapeSplit(BrokenMultiHeadAttention):
     def split(self, x, n_heads):
         return _split_reshape_only(x, n_heads)
@@ -437,6 +452,12 @@ def _padded_self_inputs(empty: bool = False):
     return inputs
 
 
+def _cross_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
+    """x (B, T, D) attending to a context (B, S, D) of another length."""
+    x = _self_inputs(gen, dims, dtype).args[0]
+    return Call(x, context=randn(gen, dims["B"], dims["S"], dims["D"], dtype=dtype))
+
+
 def _causal_self_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(_self_inputs(gen, dims, dtype).args[0], mask=tfm_ref.causal_mask(dims["T"]))
 
@@ -518,7 +539,10 @@ MULTIHEAD = Exercise(
     inputs=_padded_self_inputs(),
     arg_names=("x",),
     shapes=_MHA_SHAPES,
-    visible=[Case("GQA (H = 6, G = 2) over a padded batch")],
+    visible=[Case("GQA (H = 6, G = 2) over a padded batch"),
+             # S is no size of the ladder: kept at 7 as T shrinks, S ≠ T on every rung
+             Case("a context of another length (S = 7, T = 5)", dims=dict(B=2, T=5, S=7, D=18, H=6, G=2),
+                  inputs=_cross_inputs)],
     hidden=[
         Case("MHA (G = H)", dims=dict(B=2, T=5, D=12, H=3, G=3), inputs=_self_inputs),
         Case("MQA (G = 1)", dims=dict(B=2, T=4, D=16, H=4, G=1), inputs=_self_inputs),
@@ -531,7 +555,15 @@ MULTIHEAD = Exercise(
         Case("gradients (inputs and weights)", grad=True),
         Case("float64 weights and inputs", dtype=torch.float64),
     ],
-    mistakes=MULTIHEAD_MISTAKES,
+    # Not in MULTIHEAD_MISTAKES: chapter 4 catalogues the same layer in its own words.
+    mistakes=[
+        Mistake("context ignored: keys and values taken from x", _MHAContextIgnored,
+                "when `context` (B, S, D) is given, the keys and values are projected from it, and only the "
+                "queries from x (B, T, D); yours always come from x, so the layer attends over x itself.",
+                "source = x if context is None else context; then k = split_heads(self.k_proj(source), "
+                "self.n_kv_heads), v likewise, and q = split_heads(self.q_proj(x), self.n_heads)."),
+        *MULTIHEAD_MISTAKES,
+    ],
     forbidden=ATTENTION_LIBRARY,
     allowed=CHAPTER1_HELPERS,
     uses=(SPLIT_HEADS, MERGE_HEADS, REPEAT_KV),

@@ -184,12 +184,24 @@ def _random_mask(gen: torch.Generator, dims, empty_rows: bool = False) -> torch.
     return mask
 
 
+def _first_key_tile_blind(gen: torch.Generator, dims) -> torch.Tensor:
+    """A random mask (B, 1, T, S) where query 0 of the first sequence sees no key of the first key tile (keys
+    0 … KT − 1) and one key after it: a row whose running maximum is still −inf after a tile, on every draw."""
+    mask = _random_mask(gen, dims)
+    if dims["S"] > dims["KT"]:
+        mask[0, :, 0, :dims["KT"]] = False
+        seen = dims["KT"] + int(torch.randint(0, dims["S"] - dims["KT"], (1,), generator=gen))
+        mask[0, :, 0, seen] = True
+    return mask
+
+
 def _tiled_inputs(mask: str = "random"):
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
         q, k, v = _qkv(gen, dims, dtype)  # (B, H, T, Dk), (B, H, S, Dk), (B, H, S, Dv)
         made = {
             "none": lambda: None,
             "random": lambda: _random_mask(gen, dims),
+            "first key tile blind": lambda: _first_key_tile_blind(gen, dims),
             "empty rows": lambda: _random_mask(gen, dims, empty_rows=True),
             "causal": lambda: tfm_ref.causal_mask(dims["T"], dims["S"]),  # (T, S), aligned to the end
             "padding": lambda: tfm_ref.key_mask(
@@ -203,7 +215,7 @@ def _tiled_inputs(mask: str = "random"):
     return inputs
 
 
-def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool = False, drop_partial: bool = False,
+def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool | str = False, drop_partial: bool = False,
                    short_key_tiles: bool = False, use_mask: bool = True, fill: float = NEG_INF, scaled: bool = True,
                    max_before_mask: bool = False, expand_mask: bool = True, inverted_mask: bool = False,
                    scaled_by_dv: bool = False, m_start: float = NEG_INF, **fold):
@@ -227,7 +239,9 @@ def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool = False, dro
                     scores = scores.masked_fill(~mask[..., i:i + q_tile, j:j + width], fill)
                 m, _, total, p, factor = _fold(m, total, scores, max_of=raw if max_before_mask else None, **fold)
                 contribution = p @ v[..., j:j + width, :]  # (…, Tq, Dv)
-                if divide_inside:  # normalised at every tile, by the sum so far
+                if divide_inside == "unguarded":  # 0 / 0 while a row has seen only masked keys
+                    contribution = contribution / total
+                elif divide_inside:  # normalised at every tile, by the sum so far
                     contribution = _safe_divide(contribution, total)
                 out = (out * factor if rescale_out else out) + contribution
             rows.append(out if divide_inside else _safe_divide(out, total))
@@ -263,7 +277,8 @@ TILED_ATTENTION = Exercise(
     inputs=_tiled_inputs(),
     arg_names=("q", "k", "v", "mask"),
     shapes=_TILED_SHAPES,
-    visible=[Case("random mask; T = 5 in query tiles of 2, S = 7 in key tiles of 3")],
+    visible=[Case("random mask, query 0's first key tile all masked; T = 5 in query tiles of 2, S = 7 in key tiles "
+                  "of 3", inputs=_tiled_inputs("first key tile blind"))],
     hidden=[
         Case("random sizes and tile sizes", dims=_tiled_sizes),
         Case("tiles of 1", dims=dict(B=2, H=2, T=4, S=6, Dk=4, Dv=3, QT=1, KT=1)),
@@ -296,6 +311,13 @@ TILED_ATTENTION = Exercise(
         Mistake("divided by the running sum at every tile", _tiled_variant(divide_inside=True),
                 "the sum so far is not the final normaliser: later key tiles still add to it.",
                 "keep o un-normalised while the key tiles stream past, and divide by ℓ once, after the last one."),
+        Mistake("divided by the running sum at every tile, with no guard for ℓ = 0", _tiled_variant(
+                    divide_inside="unguarded"),
+                "the sum so far is not the final normaliser: later key tiles still add to it. And while every key "
+                "a row has seen is masked, ℓ is 0, so dividing by it gives 0 / 0 = NaN, which stays in the row "
+                "when its visible keys come.",
+                "keep o un-normalised while the key tiles stream past, and divide by ℓ once, after the last one, "
+                "by 1 where ℓ is 0: o / torch.where(l == 0, torch.ones_like(l), l)."),
         Mistake("last, shorter tiles skipped", _tiled_variant(drop_partial=True),
                 "when the tile size does not divide T or S the last tile is shorter, and it still counts.",
                 "loop over range(0, n, tile) and slice [start:start + tile] (slicing past the end is fine)."),
@@ -373,9 +395,11 @@ def _cache_variant(*, prepend: bool = False, causal: str = "end", update: bool =
                    store_repeated: bool = False, tile_heads: bool = False, detached: bool = False,
                    repeat_by_g: bool = False, repeated: bool = True):
     """One decoding step with one thing done wrong. ``causal``: "end" right, "start" (the triangle
-    of a square mask), "none", "strict" (a position does not see itself), "ahead" (it sees the next) or "new
-    first" (the triangle on the first T keys, the cached ones after it); ``repeat_by_g``: the G key/value heads
-    repeated G times instead of H / G; ``repeated=False``: not repeated at all."""
+    of a square mask), "none", "strict" (a position does not see itself), "ahead" (it sees the next), "new
+    first" (the triangle on the first T keys, the cached ones after it) or "square" (a (T, T) mask, which
+    ``mask.expand(*q.shape[:-1], S + T)`` refuses, as the exercise's tiled_attention does, unless T = 1);
+    ``repeat_by_g``: the G key/value heads repeated G times instead of H / G; ``repeated=False``: not repeated
+    at all."""
     def cached_attention(q, k, v, k_cache, v_cache):
         n_rep = k.shape[1] if repeat_by_g else q.shape[1] // k.shape[1]
         repeat = _repeat_tiled if tile_heads else tfm_ref.repeat_kv if repeated else (lambda x, n_rep: x)
@@ -391,8 +415,10 @@ def _cache_variant(*, prepend: bool = False, causal: str = "end", update: bool =
                               torch.ones(n_new, n_all - n_new, dtype=torch.bool)], dim=-1)  # (T, S + T)
         else:
             offset = {"end": n_all - n_new, "start": 0, "strict": n_all - n_new - 1, "ahead": n_all - n_new + 1,
-                      "none": n_all}[causal]
+                      "none": n_all, "square": 0}[causal]
             mask = torch.ones(n_new, n_all, dtype=torch.bool).tril(diagonal=offset)  # (T, S + T)
+        if causal == "square":  # (T, T), expanded as a tiled_attention expands its mask: an error unless T = 1
+            mask = torch.ones(n_new, n_new, dtype=torch.bool).tril().expand(*q.shape[:-1], n_all)
         out = tfm_ref.scaled_dot_product_attention(q, repeat(seen_k, n_rep), repeat(seen_v, n_rep), mask)
         if detached:
             keys, values = keys.detach(), values.detach()
@@ -433,6 +459,12 @@ CACHED_ATTENTION = Exercise(
                 "the T new queries are the *last* T of the S + T positions, so query i may see keys 0 … S + i; a "
                 "(T, S + T) mask built as ones(...).tril() lets query 0 see key 0 only.",
                 "tril(diagonal=S), the end-aligned causal mask of chapter 3."),
+        Mistake("square (T, T) causal mask instead of (T, S + T)", _cache_variant(causal="square"),
+                "the T new queries attend over all S + T positions, so the mask has a column for every key, the "
+                "cached ones too: (T, S + T). A square (T, T) mask (ones(T, T).tril(), or causal_mask(T)) has "
+                "columns for the new keys only and cannot be expanded to the scores' (…, T, S + T) (with one new "
+                "position, (1, 1), it broadcasts and happens to be right).",
+                "torch.ones(T, S + T, dtype=torch.bool).tril(diagonal=S), chapter 3's causal_mask(T, S + T)."),
         Mistake("no causal mask among the new positions", _cache_variant(causal="none"),
                 "with more than one new position, new query i must not see the new positions after it.",
                 "mask with the (T, S + T) causal mask aligned to the end, tril(diagonal=S)."),
