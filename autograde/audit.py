@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import string
 import types
 
 __all__ = ["audit"]
@@ -50,12 +51,14 @@ _INTROSPECTION_ATTRIBUTES = {
     "gi_code", "cr_code", "ag_code", "f_code", "co_consts", "co_code", "co_filename", "co_names", "__defaults__",
     "__kwdefaults__", "__del__",
 }
-# what evaluates strings as code, as exec does: annotations read with eval_str, typing's hints
-_EVALUATES = {"get_type_hints", "get_annotations"}
+# what evaluates strings as code, as exec does: annotations read with eval_str, typing's hints; and what reads an
+# attribute or a module named in a string, as getattr and import do (string.Formatter's fields, pkgutil's names)
+_EVALUATES = {"get_type_hints", "get_annotations", "get_field", "get_value", "resolve_name", "Formatter"}
 # attributes and modules of torch that reach its dispatcher: a mode or a kernel registered there sees every operation,
 # the grader's own included, where the guard does not look
 _TORCH_INTERNALS = {"ops", "_C", "jit", "_ops", "overrides", "library", "_python_dispatch"}
-_TORCH_HOOKS = {"__torch_function__", "__torch_dispatch__", "TorchFunctionMode", "TorchDispatchMode"}
+_TORCH_HOOKS = {"__torch_function__", "__torch_dispatch__", "TorchFunctionMode", "TorchDispatchMode",
+                "DisableTorchFunction", "DisableTorchFunctionSubclass"}
 _PLAIN_NAMES = {"types.SimpleNamespace"}  # in a flagged module, but a plain record
 # what of ``inspect`` reads a function's declared face, not the running interpreter: ``import inspect`` is judged by
 # its uses (``inspect.signature(f)`` is plain, ``inspect.currentframe()`` or the module handed on is not)
@@ -81,7 +84,8 @@ def _reexported(name: str) -> bool:
 
 def _guarded(module: str | None) -> bool:
     """Is ``module`` (what a name was imported as) one the grader relies on, whose attributes a cell must not set?"""
-    return module is not None and (module.split(".")[0] in ("torch", "numpy", "tfm_ref", "autograde", "math")
+    return module is not None and (module.split(".")[0] in ("torch", "numpy", "tfm_ref", "autograde", "math", "json",
+                                                            "struct", "socket", "select")  # the runner's channel's
                                    or module in ("sys", "builtins"))
 
 
@@ -210,15 +214,17 @@ def _node_flags(tree: ast.AST, imported: dict[str, str]) -> set[str]:
                 flags.add("dynamic-code")
             if name in _EVALUATES or any(keyword.arg == "eval_str" for keyword in node.keywords):
                 flags.add("dynamic-code")  # inspect.signature(f, eval_str=True) evaluates f's annotations
+            if name == "format" and isinstance(func, ast.Attribute) and _reads_attributes(func.value):
+                flags.add("dynamic-code")  # "{0.modules}".format(sys): getattr in a format string
         elif isinstance(node, ast.Name) and (node.id in ("__builtins__", "__loader__") or node.id in _DYNAMIC
                                              and id(node) not in called):
             flags.add("dynamic-code")  # `g = getattr`: the builtin under another name
         elif isinstance(node, ast.Name) and imported.get(node.id, node.id) == "inspect" \
                 and id(node) not in plain_inspect:
             flags.add("introspection")  # inspect.currentframe(), inspect.stack(), the module handed on
-        elif isinstance(node, ast.Constant) and node.value in _INTROSPECTION_ATTRIBUTES:
-            flags.add("introspection")  # getattr(error, "__traceback__"): the attribute named in a string
-        elif isinstance(node, ast.Constant) and node.value in _TORCH_HOOKS:
+        elif isinstance(node, (ast.Constant, ast.BinOp)) and _spelled(node) in _INTROSPECTION_ATTRIBUTES:
+            flags.add("introspection")  # getattr(error, "__traceback__"), "f_" + "back": the attribute in a string
+        elif isinstance(node, (ast.Constant, ast.BinOp)) and _spelled(node) in _TORCH_HOOKS:
             flags.add("torch-internals")  # type("M", (mode,), {"__torch_dispatch__": f}): a hook without a def
         elif isinstance(node, ast.FunctionDef) and node.name in _TORCH_HOOKS:
             flags.add("torch-internals")  # a Tensor subclass's hook runs while the guard's mode steps aside
@@ -229,6 +235,26 @@ def _node_flags(tree: ast.AST, imported: dict[str, str]) -> set[str]:
         elif isinstance(node, ast.Call) and _spelled_getattr(node):  # getattr(module, "name") reads as module.name
             flags |= _attribute_flags(ast.Attribute(value=node.args[0], attr=node.args[1].value), imported)
     return flags
+
+
+def _spelled(node: ast.AST) -> str | None:
+    """The string a constant or a sum of constants spells ("f_" + "back"), or None."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _spelled(node.left), _spelled(node.right)
+        return left + right if left is not None and right is not None else None
+    return None
+
+
+def _reads_attributes(template: ast.AST) -> bool:
+    """Is ``template`` a format string with a field that reads an attribute or an item ("{0.f_back}", "{0[x]}")?"""
+    text = _spelled(template)
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(text)] if text is not None else []
+    except ValueError:  # not a valid format string: str.format would raise
+        return False
+    return any(field and ("." in field or "[" in field) for field in fields)
 
 
 def _spelled_getattr(call: ast.Call) -> bool:

@@ -154,6 +154,7 @@ class Exercise:
     output_names: Sequence[str] = ()
     offsets: Sequence[str] = ()
     input_note: str = ""
+    unwrapped_reference: Callable = field(init=False, repr=False, compare=False)  # set in __post_init__
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -163,6 +164,10 @@ class Exercise:
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if not self.shapes or not self.visible:
             raise ValueError(f"exercise {self.name!r} needs at least one shape and one visible case")
+        # the reference under its decorators, found now, as the catalogue loads, before any student code: unwrapping
+        # later would read a `__wrapped__` a cell had planted on it, and run code of the student's outside the guard
+        unwrapped = self.reference if isinstance(self.reference, type) else inspect.unwrap(self.reference)
+        object.__setattr__(self, "unwrapped_reference", unwrapped)
 
     @property
     def tolerance(self) -> Tolerance:
@@ -310,8 +315,7 @@ class LocalCandidate(Candidate):
 def guard_for(exercise: Exercise) -> Callable[[], Forbid]:
     """The integrity guard of a check of ``exercise``: what it forbids, and its reference wherever it is called from
     (an allowed tfm_ref method can pass on any call it is handed)."""
-    reference = exercise.reference if isinstance(exercise.reference, type) else inspect.unwrap(exercise.reference)
-    return lambda: Forbid((*exercise.forbidden, reference), allowed=exercise.allowed)
+    return lambda: Forbid((*exercise.forbidden, exercise.unwrapped_reference), allowed=exercise.allowed)
 
 
 def _encoded(outcome: Outcome) -> tuple[dict, dict, list[bytes]] | wire.WireError:

@@ -18,9 +18,9 @@ from typing import Any
 import torch
 
 from .inputs import Call
-from .integrity import type_name
+from .integrity import ForbiddenCall, type_name
 
-__all__ = ["CheckFailed", "Outcome", "evaluate", "flatten", "describe_error"]
+__all__ = ["CheckFailed", "Outcome", "evaluate", "flatten", "describe_error", "plain_error"]
 
 # Captured at import, before any student code runs in this process. Only the CPU generator is
 # seeded: torch.manual_seed also queues seeds for every accelerator, recording a stack each time.
@@ -45,6 +45,9 @@ class Outcome:
     trace: str = ""  # the traceback frames of the student's own code
     changed: list[int] = field(default_factory=list)  # the arguments the call changed in place (`Call.changed_from`)
     sealed: Any = None  # what ``seal`` made of it under the guard (the runner: its bytes, which nothing can change)
+    # what the student's code touched (its inputs, its object, its output; a raised exception, whose frames hold them),
+    # kept alive with the outcome: the runner drops it once the reply is sent, so no finalizer of theirs runs before
+    held: list = field(default_factory=list, repr=False, compare=False)
 
 
 def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
@@ -76,11 +79,14 @@ def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
             outcome = Outcome(output=_detach(output), grads=grads, changed=inputs.changed_from(call))
             if seal is not None:
                 outcome.sealed = seal(outcome)
+        outcome.held = [inputs, built, output]
         return outcome
     except CheckFailed:
         raise
-    except Exception as error:  # the student's code may raise anything; it is reported, not fatal
-        return _failure(error, guard)
+    except BaseException as error:  # the student's code may raise anything (SystemExit too); reported, not fatal
+        outcome = _failure(error, guard)
+        outcome.held = [error]
+        return outcome
 
 
 def _failure(error: BaseException, guard: Callable[[], contextlib.AbstractContextManager]) -> Outcome:
@@ -90,8 +96,9 @@ def _failure(error: BaseException, guard: Callable[[], contextlib.AbstractContex
     try:
         with guard():
             text, trace = describe_error(error), _student_traceback(error)
-    except Exception as refused:  # what the message's code did was refused: that is the outcome
-        error, text, trace = refused, describe_error(refused), ""
+    except BaseException as refused:  # what the message's code did was refused, or raised: that is the outcome
+        error, trace = refused, ""
+        text = describe_error(refused) if type(refused) is ForbiddenCall else plain_error(refused)
     return Outcome(error=text, error_type=type_name(type(error)), trace=trace)
 
 
@@ -134,6 +141,15 @@ def describe_error(error: BaseException) -> str:
     except Exception:  # a student's exception class may break its own __str__
         text = "(the exception's message could not be shown)"
     return f"{type_name(type(error))}: {text}"
+
+
+def plain_error(error: BaseException) -> str:
+    """``"TypeName: message"`` where the message is plain strings, read without running any code of the exception's
+    (a student's ``__str__`` runs only under the guard); otherwise the type's name alone."""
+    args = error.args if type(error.args) is tuple else ()
+    if args and all(type(a) is str for a in args):
+        return f"{type_name(type(error))}: {args[0] if len(args) == 1 else args}"
+    return type_name(type(error))
 
 
 def _student_traceback(error: BaseException) -> str:

@@ -109,6 +109,10 @@ def _package_dir(name: str) -> str | None:
 # Taking the guard's torch-function mode off the stack
 _MODE_SWITCHES = (torch._C._pop_torch_function_stack, torch._C._set_torch_function_state)
 _MODE_SWITCH_IDS = frozenset(map(id, _MODE_SWITCHES))
+# `with DisableTorchFunction():` switches every torch-function mode off, the guard's too, and makes no call the hook
+# sees: the state it leaves is what shows it
+_torch_function_state, _FunctionState = torch._C._get_torch_function_state, torch._C._TorchFunctionState
+_ALL_DISABLED = _FunctionState.ALL_DISABLED
 _FUNCTION = types.FunctionType
 _DISPATCH_CODE = torch.overrides.handle_torch_function.__code__
 
@@ -389,6 +393,8 @@ class Forbid:
 
     def _profile(self, frame: types.FrameType, event: str, arg: object) -> None:
         if event in ("call", "c_call"):
+            if _torch_function_state() == _ALL_DISABLED:
+                raise self.refuse("", _MODES_DISABLED)
             what = self._blocked(frame, event, arg)
             if what is not None:
                 raise self.refuse(what)
@@ -435,7 +441,7 @@ class Forbid:
         profile, mode, hook, depth, dispatch_depth = self._previous.pop()
         hooked = _getprofile() is hook
         _setprofile(profile)
-        moded = _mode_depth() == depth and _mode_at(depth - 1) is mode
+        moded = _mode_depth() == depth and _mode_at(depth - 1) is mode and _torch_function_state() != _ALL_DISABLED
         while _mode_depth() >= depth:  # the guard's mode, and any mode the code left above it
             _pop_mode()
         if _dispatch_depth() != dispatch_depth and not self.refused:
@@ -448,6 +454,10 @@ class Forbid:
                             "This part earns nothing while it does.")
         if self.refused:
             raise self.refused[0]
+
+
+_MODES_DISABLED = ("your code switched PyTorch's function modes off (DisableTorchFunction), and with them the "
+                   "grader's guard. This part earns nothing while it does.")
 
 
 class _RefuseListed(TorchFunctionMode):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import gc
 import io
 import linecache
 import os
@@ -34,9 +35,9 @@ import torch
 from . import wire
 from .channel import Channel, ChannelClosed
 from .checking import Case, LocalCandidate, get_exercise, guard_for, protect
-from .evaluation import CheckFailed, Outcome, describe_error
+from .evaluation import CheckFailed, Outcome, describe_error, plain_error
 from .inputs import Call
-from .integrity import ForbiddenCall, other_threads
+from .integrity import ForbiddenCall, other_threads, type_name
 
 __all__ = ["serve", "TEXT_LIMIT"]
 
@@ -77,14 +78,31 @@ def serve(channel: Channel) -> None:
         except ChannelClosed:
             return
         if request.get("op") == "exec":
-            reply, reply_blobs = _execute(request, namespace), []
+            channel.send({"id": request.get("id"), **_execute(request, namespace)})
             patched = True
-        else:
-            if patched:
-                protect()  # best effort: undo the student's patching of torch and of the guard
-                patched = False
-            reply, reply_blobs = _evaluate(request, blobs, namespace)
-        channel.send({"id": request.get("id"), **reply}, reply_blobs)
+            continue
+        if patched:
+            protect()  # best effort: undo the student's patching of torch and of the guard
+            patched = False
+        # Until the reply is sent, nothing of the student's is freed (a finalizer would run unwatched, and could reach
+        # the reply): what their code touched is held, and no cycle is collected.
+        # A hook that a finalizer of theirs set before (when a cycle was collected between requests, say) is taken off
+        # first: a guard puts back the hook it found, and this one would see the next outcome before it is sent.
+        gc.disable()
+        try:
+            _unhook()
+            reply, reply_blobs, held = _evaluate(request, blobs, namespace)
+            _unhook()
+            channel.send({"id": request.get("id"), **reply}, reply_blobs)
+            del held  # now their finalizers may run,
+            _unhook()  # and what they hooked is taken off
+        finally:
+            gc.enable()
+
+
+def _unhook() -> None:
+    sys.settrace(None)
+    sys.setprofile(None)
 
 
 def _execute(request: dict, namespace: dict) -> dict:
@@ -97,8 +115,7 @@ def _execute(request: dict, namespace: dict) -> dict:
         except BaseException as exc:  # SystemExit and KeyboardInterrupt from a cell are its failure too
             status, error = "error", _student_trace(exc)
         finally:
-            sys.settrace(None)
-            sys.setprofile(None)
+            _unhook()
     return {"status": status, "stdout": out.getvalue(), "error": error[:TEXT_LIMIT]}
 
 
@@ -122,7 +139,8 @@ def _last_pid() -> int | None:
         return None
 
 
-def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict, list[bytes]]:
+def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict, list[bytes], list]:
+    """The reply to an evaluate request, its blobs, and what of the student's is to be kept until it is sent."""
     exercise = get_exercise(request["key"])
     case = Case("", dtype=wire.DTYPES[request["dtype"]], grad=request["grad"])
     try:
@@ -130,7 +148,7 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
             arguments = wire.decode(request["call"], blobs, modules=True)
             dims, weights = wire.decode(request["dims"], blobs), wire.decode(request["weights"], blobs)
     except ForbiddenCall as refused:
-        return {"failed": str(refused)[:TEXT_LIMIT], "stdout": ""}, []
+        return {"failed": str(refused)[:TEXT_LIMIT], "stdout": ""}, [], [refused]
     call = Call(*arguments["args"], **arguments["kwargs"])
     name = request["name"]
     with _captured(request["output_chars"]) as out:
@@ -139,8 +157,8 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
                 raise NameError(f"name {name!r} is not defined (did the cell that defines it run without error?)")
             impl = namespace[name]
             if not callable(impl):
-                return {"invalid": f"`{name}` should be a function or class, got {type(impl).__name__}",
-                        "stdout": out.getvalue()}, []
+                return {"invalid": f"`{name}` should be a function or class, got {type_name(type(impl))}",
+                        "stdout": out.getvalue()}, [], []
             running = other_threads()
             if running:
                 raise ForbiddenCall(f"your notebook left a thread running ({', '.join(running)}), and code there would "
@@ -155,19 +173,18 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
                 raise ForbiddenCall("a thread or a process started in your notebook's sandbox during the check (your "
                                     "code's, or one a cell left running); code there runs outside the check's guard. "
                                     "This part earns nothing while it does.")
-        except CheckFailed as failure:
-            return {"failed": str(failure)[:TEXT_LIMIT], "stdout": out.getvalue()}, []
-        except BaseException as error:  # SystemExit, KeyboardInterrupt, GeneratorExit from the student's code
-            outcome = Outcome(error=describe_error(error), error_type=type(error).__name__)
+        except CheckFailed as failure:  # its traceback holds what the student's code touched
+            return {"failed": str(failure)[:TEXT_LIMIT], "stdout": out.getvalue()}, [], [failure]
+        except BaseException as error:  # the grader's refusals, or what a signal handler of the student's raised
+            outcome = Outcome(error=plain_error(error), error_type=type_name(type(error)), held=[error])  # no code of it
         finally:
-            sys.settrace(None)
-            sys.setprofile(None)
+            _unhook()
     # encoded under the guard (what could not be fails the check), or an exception's outcome, which holds no tensor:
     # nothing the student's code left behind changes it now
     output, grads, reply_blobs = outcome.sealed or (wire.encode(None, []), wire.encode([], []), [])
     encoded = {"output": output, "grads": grads, "error": _text(outcome.error), "error_type": _text(outcome.error_type),
                "trace": outcome.trace[:TEXT_LIMIT]}
-    return {"outcome": encoded, "stdout": out.getvalue()}, reply_blobs
+    return {"outcome": encoded, "stdout": out.getvalue()}, reply_blobs, outcome.held
 
 
 def _text(value: str | None) -> str | None:

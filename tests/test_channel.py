@@ -1,5 +1,6 @@
 """Framed messages: what one side sends the other receives; a late, closed, forged, malformed or
 oversized message raises the error that says which."""
+import json
 import socket
 import struct
 import threading
@@ -93,3 +94,18 @@ def test_pending_sees_unsolicited_bytes_but_not_a_close(pair):
     receiver.receive(time.monotonic() + 1)
     sender.close()
     assert not receiver.pending()
+
+
+def test_a_header_arrives_as_json_would_write_it_whatever_a_cell_did_to_json_afterwards(pair, monkeypatch):
+    """A runner sends its reply after the check's guard: code of the student's that json's encoder would look up
+    then (json.dumps, JSONEncoder.iterencode, replaced by a cell) may not run, let alone rewrite the reply."""
+    sender, receiver, _ = pair
+    header = {"id": "7", "text": "é\u2028\"\\\n", "numbers": [1, -0.0, 1e-300, float("inf"), None, True, 2**70],
+              "nested": {"x": [], "y": {}}}
+    ran = []
+    monkeypatch.setattr(json, "dumps", lambda *args, **kwargs: ran.append("dumps") or "{}")
+    monkeypatch.setattr(json.JSONEncoder, "iterencode", lambda *args, **kwargs: ran.append("iterencode") or iter([]))
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    sender.send(header)
+    got, _ = receiver.receive(time.monotonic() + 5)
+    assert ran == [] and got == header

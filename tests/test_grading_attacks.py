@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+from late_attacks import ATTACKS as LATE_ATTACKS
 
 from autograde.audit import audit
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
@@ -252,6 +253,8 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
         "    object.__setattr__(exercise, 'forbidden', ())"],
         {"softmax": "def softmax(x, dim=-1):\n    return torch.softmax(x, dim).nan_to_num(0.0)\n"}),
 }
+
+ATTACKS |= LATE_ATTACKS  # round 9: the moments just outside a check's guard (tests/late_attacks.py)
 
 
 TENSOR_FOR_A_NUMBER = ("def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):\n"

@@ -1,6 +1,7 @@
 """Integrity in the student's own kernel (the checks run beside their code there): borrowed answers
 earn nothing, patching the grader changes nothing, and the audit flags what a student's cells should
 not do. When grading, the checks do not run beside student code at all: tests/test_grading_attacks.py."""
+import functools
 import gc
 import math
 import sys
@@ -274,6 +275,15 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("class Late:\n    def __del__(self):\n        pass", "introspection"),
     ("Late = type('Late', (), {'__del__': finish})", "introspection"),
     ("from tfm_ref.widgets import attention as w\nsoftmax = getattr(w, 'softmax')", "imports-reference"),
+    # round 9: getattr and import by other names, and names spelled in pieces
+    ("import string\nframe = string.Formatter().get_field('0.f_back', [f], {})[0]", "dynamic-code"),
+    ("loaded = '{0.modules}'.format(sys)", "dynamic-code"),
+    ("import pkgutil\nref = pkgutil.resolve_name('tfm_ref.attention:softmax')", "dynamic-code"),
+    ("up = getattr(frame, 'f_' + 'back')", "introspection"),
+    ("Late = type('Late', (), {'__d' + 'el__': finish})", "introspection"),
+    ("with torch._C.DisableTorchFunction():\n    y = f(x)", "torch-internals"),
+    ("off = getattr(torch._C, 'Disable' + 'TorchFunction')", "torch-internals"),
+    ("import json\njson.dumps = forged", "patches-modules"),
     ("total = " + "+".join(["1"] * 100_000), "unaudited-code"),
     ("x = " + "-" * 200_000 + "1", "unaudited-code"),
     ("x = " + "-" * 50_000 + "1", "unaudited-code"),  # short enough to parse, too deep for the parser
@@ -304,6 +314,9 @@ def test_audit_reads_a_name_imported_in_one_cell_as_that_module_in_every_cell(ce
     "if hasattr(model, 'encode'):\n    memory = model.encode(src)",
     "import inspect\nif 'mask' in inspect.signature(attention).parameters:\n    y = attention(q, k, v, mask=m)",
     "from inspect import signature\nnames = list(signature(f).parameters)",
+    "print('loss {:.3f} after {} steps'.format(loss, step))",
+    "label = 'step ' + str(step)",
+    "name = 'layer' + '_norm'",
 ])
 def test_audit_leaves_ordinary_code_clean(code):
     """What an honest notebook writes: an attribute named in full, a plotting setting, a record."""
@@ -742,3 +755,14 @@ def test_a_dispatch_mode_the_checked_code_leaves_on_is_taken_off_and_fails_the_c
     with pytest.raises(CheckFailed, match="ForbiddenCall"):
         check("ch01_attention.softmax", leaves_a_mode_on)
     assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_switching_every_torch_function_mode_off_fails_the_check():
+    """Round 9: DisableTorchFunction turns the guard's mode off without a call the hook sees; a partial then reached
+    torch.softmax from C, where neither looked."""
+    def disabled(x, dim=-1):
+        with torch._C.DisableTorchFunction():
+            return functools.partial(torch.softmax, x, dim)().nan_to_num(0.0)
+
+    with pytest.raises(CheckFailed, match="function modes off"):
+        check("ch01_attention.softmax", disabled)

@@ -44,6 +44,9 @@ PRIVATE_USES = {
     "torch._C._get_dispatch_stack_at": "autograde/integrity.py: the modes left on are named",
     "torch._C._pop_torch_dispatch_stack": "autograde/integrity.py: a TorchDispatchMode the checked code left on is "
                                           "taken off",
+    "torch._C._get_torch_function_state": "autograde/integrity.py: the guard sees torch-function modes switched off "
+                                          "(DisableTorchFunction), its own among them",
+    "torch._C._TorchFunctionState": "autograde/integrity.py: ALL_DISABLED, the state DisableTorchFunction leaves",
     "torch.utils._device.DeviceContext": "autograde/integrity.py: the default-device mode is PyTorch's, not a "
                                          "student's mode left on",
     "torch._safe_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",

@@ -1,0 +1,229 @@
+"""Round 9 of the hostile student: attacks on the moments just outside a check's guard (before it, between its
+parts, and after the outcome is sealed), each of which took softmax's full marks with no flag before its fix.
+tests/test_grading_attacks.py grades them with the others. Each reaches its hooks through string.Formatter, which
+the audit did not read then, so that only the runner's own defences stood in the way."""
+
+STUB = "def scaled_dot_product_attention(q, k, v, mask=None, *, return_weights=False):\n    raise NotImplementedError\n"
+STUBS = {"attention": STUB, "masked_attention": STUB}  # their checks would trip the attacks inside a guard
+
+# seal: After the last guard: a generator's `finally` (no __del__) hung on the input clone runs as evaluation.evaluate
+# returns; it installs a profile function (sys.setprofile reached through string.Formatter().get_field, which the
+# audit does not read), which fires on runner._evaluate's next Python call (_last_pid) and replaces outcome.sealed
+# (the sealed bytes are a mutable attribute of a mutable Outcome) with tfm_ref's output and gradients.
+REWRITES_THE_SEALED_REPLY_FROM_A_FINALIZERS_HOOK_SETUP = r'''
+import string, sys
+
+_F = string.Formatter()
+
+
+def _get(obj, path):
+    return _F.get_field("0." + path, [obj], {})[0]
+
+
+def _answer(loc):
+    call, request, outcome = loc["call"], loc["request"], loc["outcome"]
+    modules = _get(sys, "modules")
+    ref, wire = modules["tfm_ref"].softmax, modules["autograde.wire"]
+    x = call.args[0].detach().clone().requires_grad_(bool(request["grad"]))
+    y = ref(x, *call.args[1:], **call.kwargs)
+    grads = []
+    if request["grad"]:
+        gen = torch.Generator().manual_seed(request["seed"] + 1)
+        up = torch.randn(y.shape, generator=gen).to(y.dtype)
+        grads = [torch.autograd.grad([y], [x], [up])[0].detach()]
+    blobs = []
+    outcome.sealed = (wire.encode(y.detach(), blobs), wire.encode(grads, blobs), blobs)
+
+
+def _hook(frame, event, arg):
+    if event != "call":
+        return
+    loc = _get(frame, "f_" + "back.f_" + "locals")
+    if "outcome" in loc and "request" in loc:
+        _get(sys, "set" + "profile")(None)
+        _answer(loc)
+
+
+def _later():
+    try:
+        yield
+    finally:
+        _get(sys, "set" + "profile")(_hook)
+'''
+REWRITES_THE_SEALED_REPLY_FROM_A_FINALIZERS_HOOK_ANSWER = r'''
+def softmax(x, dim=-1):
+    job = _later()
+    next(job)
+    x.job = job
+    return x * 0
+'''
+
+# exit: The exception path: a BaseException (not an Exception) raised by the checked function passes evaluation.evaluate's
+# `except Exception` (and so _failure's guarded describe_error) and reaches runner._evaluate's `except BaseException`,
+# which calls describe_error(error) -> str(error) unguarded. The exception's __str__ finds `call`/`request` in the
+# runner's frame, runs tfm_ref.softmax, and sets a profile function that, on the return of the Outcome(...) built next,
+# fills its `sealed` with the reference's output and gradients and clears its error.
+REWRITES_THE_NEXT_OUTCOME_FROM_A_BASE_EXCEPTIONS_MESSAGE_SETUP = r'''
+import string, sys
+
+_F = string.Formatter()
+
+
+def _get(obj, path):
+    return _F.get_field("0." + path, [obj], {})[0]
+
+
+def _reference(loc):
+    call, request = loc["call"], loc["request"]
+    modules = _get(sys, "modules")
+    ref, wire = modules["tfm_ref"].softmax, modules["autograde.wire"]
+    x = call.args[0].detach().clone().requires_grad_(bool(request["grad"]))
+    y = ref(x, *call.args[1:], **call.kwargs)
+    grads = []
+    if request["grad"]:
+        gen = torch.Generator().manual_seed(request["seed"] + 1)
+        up = torch.randn(y.shape, generator=gen).to(y.dtype)
+        grads = [torch.autograd.grad([y], [x], [up])[0].detach()]
+    blobs = []
+    return (wire.encode(y.detach(), blobs), wire.encode(grads, blobs), blobs)
+
+
+class _Stop(BaseException):
+    def __str__(self):
+        frame = _get(sys, "_get" + "frame")(1)
+        while "request" not in _get(frame, "f_" + "locals"):
+            frame = _get(frame, "f_" + "back")
+        sealed = _reference(_get(frame, "f_" + "locals"))
+
+        def hook(frame, event, arg):
+            if event == "return" and _get(frame, "f_" + "code.co_" + "name") == "__init__":
+                me = _get(frame, "f_" + "locals").get("self")
+                if type(me).__name__ == "Outcome":
+                    me.sealed, me.error, me.error_type = sealed, None, None
+        _get(sys, "set" + "profile")(hook)
+        return "stop"
+'''
+REWRITES_THE_NEXT_OUTCOME_FROM_A_BASE_EXCEPTIONS_MESSAGE_ANSWER = r'''
+def softmax(x, dim=-1):
+    raise _Stop()
+'''
+
+# json: After the seal: the json module is not among Snapshot's PROTECTED_MODULES, and `json.dumps = f` is no
+# patches-modules assignment for the audit. channel.Channel.send calls json.dumps(reply) with the reply's blobs list
+# as its own local: the student's dumps (unguarded) runs tfm_ref.softmax on the input the checked function kept, and
+# writes the reference's output (and, for the gradient case, its gradient for the upstream drawn from the request's
+# seed) into those blobs. Frames are read through string.Formatter().get_field (unread by the audit).
+REWRITES_THE_REPLY_FROM_A_PATCHED_JSON_DUMPS_SETUP = r'''
+import json, string, sys
+
+_F = string.Formatter()
+_kept = []
+_plain_dumps = json.dumps
+
+
+def _get(obj, path):
+    return _F.get_field("0." + path, [obj], {})[0]
+
+
+def _bytes(t):
+    return t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def _dumps(header, **kw):
+    outcome = header.get("outcome")
+    if outcome and _kept and outcome.get("output", {}).get("t") == "tensor":
+        x, dim = _kept.pop()
+        frame = _get(sys, "_get" + "frame")(1)
+        blobs = _get(frame, "f_" + "locals")["blobs"]
+        request = _get(frame, "f_" + "back.f_" + "locals")["request"]
+        x = x.requires_grad_(bool(request["grad"]))
+        y = _get(sys, "modules")["tfm_ref"].softmax(x, dim)
+        blobs[outcome["output"]["blob"]] = _bytes(y)
+        if request["grad"]:
+            gen = torch.Generator().manual_seed(request["seed"] + 1)
+            up = torch.randn(y.shape, generator=gen).to(y.dtype)
+            blobs[outcome["grads"]["items"][0]["blob"]] = _bytes(torch.autograd.grad([y], [x], [up])[0])
+    return _plain_dumps(header, **kw)
+
+
+json.dumps = _dumps
+'''
+REWRITES_THE_REPLY_FROM_A_PATCHED_JSON_DUMPS_ANSWER = r'''
+def softmax(x, dim=-1):
+    _kept.append((x.detach().clone(), dim))
+    return x * 0
+'''
+
+# unwrap: Before the check, unguarded, with the inputs decoded: checking.guard_for runs inspect.unwrap(exercise.reference)
+# in LocalCandidate.evaluate. A `__wrapped__` put into tfm_ref.softmax's __dict__ (which Snapshot does not record)
+# holding an object with __getattr__ runs the student's code there; it finds `call`/`seed` in the caller's frame
+# (string.Formatter().get_field, unread by the audit), runs tfm_ref.softmax and keeps the result and its graph. The
+# checked softmax replays it through an autograd.Function whose backward asks autograd for the reference's VJP.
+COMPUTES_THE_REFERENCE_BEFORE_THE_CHECK_FROM_A_PLANTED_WRAPPED_SETUP = r'''
+import string, sys
+
+_F = string.Formatter()
+_stash = {}
+
+
+def _get(obj, path):
+    return _F.get_field("0." + path, [obj], {})[0]
+
+
+def _grab():
+    frame = _get(sys, "_get" + "frame")(1)
+    while frame is not None:
+        loc = _get(frame, "f_" + "locals")
+        if "call" in loc and "seed" in loc and "case" in loc and "exercise" in loc:
+            call = loc["call"]
+            x = call.args[0].detach().clone().requires_grad_(True)
+            _stash["x"], _stash["y"] = x, _ref(x, *call.args[1:], **call.kwargs)
+            return
+        frame = _get(frame, "f_" + "back")
+
+
+class _Trap:
+    def __getattr__(self, name):
+        _grab()
+        raise AttributeError(name)
+
+
+_ref = _get(sys, "modules")["tfm_ref"].softmax
+vars(_ref)["__wrap" + "ped__"] = _Trap()
+
+
+class _Replay(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return _stash["y"].detach().clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.autograd.grad([_stash["y"]], [_stash["x"]], [g], retain_graph=True)[0]
+'''
+COMPUTES_THE_REFERENCE_BEFORE_THE_CHECK_FROM_A_PLANTED_WRAPPED_ANSWER = r'''
+def softmax(x, dim=-1):
+    return _Replay.apply(x)
+'''
+
+# disable: In the check: torch._C.DisableTorchFunction (reached through string.Formatter().get_field, which the audit does not
+# read) switches the guard's TorchFunctionMode off; the profile hook sees no call of torch.softmax made from C by
+# functools.partial. The exit looks at the mode stack only (its depth and top), which DisableTorchFunction leaves as it was.
+SWITCHES_THE_GUARDS_MODE_OFF_WITH_DISABLE_TORCH_FUNCTION_SETUP = r'''
+import functools, string
+
+_off = string.Formatter().get_field("0._C.DisableTorchFunction", [torch], {})[0]
+'''
+SWITCHES_THE_GUARDS_MODE_OFF_WITH_DISABLE_TORCH_FUNCTION_ANSWER = r'''
+def softmax(x, dim=-1):
+    with _off():
+        return functools.partial(torch.softmax, x, dim)().nan_to_num(0.0)
+'''
+
+ATTACKS = {
+    "rewrites_the_sealed_reply_from_a_finalizers_hook": ([REWRITES_THE_SEALED_REPLY_FROM_A_FINALIZERS_HOOK_SETUP], {"softmax": REWRITES_THE_SEALED_REPLY_FROM_A_FINALIZERS_HOOK_ANSWER, **STUBS}),
+    "rewrites_the_next_outcome_from_a_base_exceptions_message": ([REWRITES_THE_NEXT_OUTCOME_FROM_A_BASE_EXCEPTIONS_MESSAGE_SETUP], {"softmax": REWRITES_THE_NEXT_OUTCOME_FROM_A_BASE_EXCEPTIONS_MESSAGE_ANSWER, **STUBS}),
+    "rewrites_the_reply_from_a_patched_json_dumps": ([REWRITES_THE_REPLY_FROM_A_PATCHED_JSON_DUMPS_SETUP], {"softmax": REWRITES_THE_REPLY_FROM_A_PATCHED_JSON_DUMPS_ANSWER, **STUBS}),
+    "computes_the_reference_before_the_check_from_a_planted_wrapped": ([COMPUTES_THE_REFERENCE_BEFORE_THE_CHECK_FROM_A_PLANTED_WRAPPED_SETUP], {"softmax": COMPUTES_THE_REFERENCE_BEFORE_THE_CHECK_FROM_A_PLANTED_WRAPPED_ANSWER, **STUBS}),
+    "switches_the_guards_mode_off_with_disable_torch_function": ([SWITCHES_THE_GUARDS_MODE_OFF_WITH_DISABLE_TORCH_FUNCTION_SETUP], {"softmax": SWITCHES_THE_GUARDS_MODE_OFF_WITH_DISABLE_TORCH_FUNCTION_ANSWER, **STUBS}),
+}
