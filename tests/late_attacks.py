@@ -6,11 +6,10 @@ the audit did not read then, so that only the runner's own defences stood in the
 STUB = "def scaled_dot_product_attention(q, k, v, mask=None, *, return_weights=False):\n    raise NotImplementedError\n"
 STUBS = {"attention": STUB, "masked_attention": STUB}  # their checks would trip the attacks inside a guard
 
-# seal: After the last guard: a generator's `finally` (no __del__) hung on the input clone runs as evaluation.evaluate
-# returns; it installs a profile function (sys.setprofile reached through string.Formatter().get_field, which the
-# audit does not read), which fires on runner._evaluate's next Python call (_last_pid) and replaces outcome.sealed
-# (the sealed bytes are a mutable attribute of a mutable Outcome) with tfm_ref's output and gradients.
-REWRITES_THE_SEALED_REPLY_FROM_A_FINALIZERS_HOOK_SETUP = r'''
+
+# What the attacks share: attributes reached through string.Formatter's fields (unread by the audit then), and the
+# reference's reply to the request found in a frame, sealed as the runner seals it.
+REACH = r'''
 import string, sys
 
 _F = string.Formatter()
@@ -18,10 +17,11 @@ _F = string.Formatter()
 
 def _get(obj, path):
     return _F.get_field("0." + path, [obj], {})[0]
+'''
+SEALED_REFERENCE = r'''
 
-
-def _answer(loc):
-    call, request, outcome = loc["call"], loc["request"], loc["outcome"]
+def _reference(loc):
+    call, request = loc["call"], loc["request"]
     modules = _get(sys, "modules")
     ref, wire = modules["tfm_ref"].softmax, modules["autograde.wire"]
     x = call.args[0].detach().clone().requires_grad_(bool(request["grad"]))
@@ -32,7 +32,17 @@ def _answer(loc):
         up = torch.randn(y.shape, generator=gen).to(y.dtype)
         grads = [torch.autograd.grad([y], [x], [up])[0].detach()]
     blobs = []
-    outcome.sealed = (wire.encode(y.detach(), blobs), wire.encode(grads, blobs), blobs)
+    return (wire.encode(y.detach(), blobs), wire.encode(grads, blobs), blobs)
+'''
+
+# seal: After the last guard: a generator's `finally` (no __del__) hung on the input clone runs as evaluation.evaluate
+# returns; it installs a profile function (sys.setprofile reached through string.Formatter().get_field, which the
+# audit did not read then), which fires on runner._evaluate's next Python call (_last_pid) and replaces outcome.sealed
+# (the sealed bytes are a mutable attribute of a mutable Outcome) with tfm_ref's output and gradients.
+REWRITES_THE_SEALED_REPLY_FROM_A_FINALIZERS_HOOK_SETUP = REACH + SEALED_REFERENCE + r'''
+
+def _answer(loc):
+    loc["outcome"].sealed = _reference(loc)
 
 
 def _hook(frame, event, arg):
@@ -63,30 +73,7 @@ def softmax(x, dim=-1):
 # which calls describe_error(error) -> str(error) unguarded. The exception's __str__ finds `call`/`request` in the
 # runner's frame, runs tfm_ref.softmax, and sets a profile function that, on the return of the Outcome(...) built next,
 # fills its `sealed` with the reference's output and gradients and clears its error.
-REWRITES_THE_NEXT_OUTCOME_FROM_A_BASE_EXCEPTIONS_MESSAGE_SETUP = r'''
-import string, sys
-
-_F = string.Formatter()
-
-
-def _get(obj, path):
-    return _F.get_field("0." + path, [obj], {})[0]
-
-
-def _reference(loc):
-    call, request = loc["call"], loc["request"]
-    modules = _get(sys, "modules")
-    ref, wire = modules["tfm_ref"].softmax, modules["autograde.wire"]
-    x = call.args[0].detach().clone().requires_grad_(bool(request["grad"]))
-    y = ref(x, *call.args[1:], **call.kwargs)
-    grads = []
-    if request["grad"]:
-        gen = torch.Generator().manual_seed(request["seed"] + 1)
-        up = torch.randn(y.shape, generator=gen).to(y.dtype)
-        grads = [torch.autograd.grad([y], [x], [up])[0].detach()]
-    blobs = []
-    return (wire.encode(y.detach(), blobs), wire.encode(grads, blobs), blobs)
-
+REWRITES_THE_NEXT_OUTCOME_FROM_A_BASE_EXCEPTIONS_MESSAGE_SETUP = REACH + SEALED_REFERENCE + r'''
 
 class _Stop(BaseException):
     def __str__(self):
@@ -112,7 +99,7 @@ def softmax(x, dim=-1):
 # patches-modules assignment for the audit. channel.Channel.send calls json.dumps(reply) with the reply's blobs list
 # as its own local: the student's dumps (unguarded) runs tfm_ref.softmax on the input the checked function kept, and
 # writes the reference's output (and, for the gradient case, its gradient for the upstream drawn from the request's
-# seed) into those blobs. Frames are read through string.Formatter().get_field (unread by the audit).
+# seed) into those blobs. Frames are read through string.Formatter().get_field (unread by the audit then).
 REWRITES_THE_REPLY_FROM_A_PATCHED_JSON_DUMPS_SETUP = r'''
 import json, string, sys
 
@@ -157,7 +144,7 @@ def softmax(x, dim=-1):
 # unwrap: Before the check, unguarded, with the inputs decoded: checking.guard_for runs inspect.unwrap(exercise.reference)
 # in LocalCandidate.evaluate. A `__wrapped__` put into tfm_ref.softmax's __dict__ (which Snapshot does not record)
 # holding an object with __getattr__ runs the student's code there; it finds `call`/`seed` in the caller's frame
-# (string.Formatter().get_field, unread by the audit), runs tfm_ref.softmax and keeps the result and its graph. The
+# (string.Formatter().get_field, unread by the audit then), runs tfm_ref.softmax and keeps the result and its graph. The
 # checked softmax replays it through an autograd.Function whose backward asks autograd for the reference's VJP.
 COMPUTES_THE_REFERENCE_BEFORE_THE_CHECK_FROM_A_PLANTED_WRAPPED_SETUP = r'''
 import string, sys
@@ -206,7 +193,7 @@ def softmax(x, dim=-1):
     return _Replay.apply(x)
 '''
 
-# disable: In the check: torch._C.DisableTorchFunction (reached through string.Formatter().get_field, which the audit does not
+# disable: In the check: torch._C.DisableTorchFunction (reached through string.Formatter().get_field, which the audit did not
 # read) switches the guard's TorchFunctionMode off; the profile hook sees no call of torch.softmax made from C by
 # functools.partial. The exit looks at the mode stack only (its depth and top), which DisableTorchFunction leaves as it was.
 SWITCHES_THE_GUARDS_MODE_OFF_WITH_DISABLE_TORCH_FUNCTION_SETUP = r'''
