@@ -122,6 +122,13 @@ def _imports(tree: ast.AST) -> list[tuple[str, str]]:
     return names
 
 
+def _aliases(tree: ast.AST, bindings: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
+    """(new name, modules) for every plain assignment of an imported name to another name."""
+    return [(target.id, list(bindings[node.value.id])) for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in bindings
+            for target in node.targets if isinstance(target, ast.Name) and target.id != node.value.id]
+
+
 def _module_flags(module: str) -> set[str]:
     top = module.split(".")[0]
     flags = set()
@@ -167,6 +174,10 @@ def audit(sources: list[str]) -> list[str]:
             if module not in bindings[name]:
                 bindings[name].append(module)
             flags |= _module_flags(module)
+    for tree in trees:  # a module handed to another name (`s = sys`) is that module under that name too
+        for name, modules in _aliases(tree, bindings):
+            bindings.setdefault(name, [])
+            bindings[name] += [m for m in modules if m not in bindings[name]]
     readings = max((len(modules) for modules in bindings.values()), default=1)
     for reading in range(readings):
         imported = {name: modules[min(reading, len(modules) - 1)] for name, modules in bindings.items()}

@@ -11,6 +11,7 @@ raise their own `ChannelError`, so the grader can tell a hung cell from a crash 
 """
 from __future__ import annotations
 
+import _socket
 import json
 import select
 import socket
@@ -49,6 +50,8 @@ class BadMessage(ChannelError):
 # every call, in module and class attributes a cell may replace (json.dumps, JSONEncoder.iterencode), and a reply is
 # encoded after the check's guard is left.
 _quote, _float_repr, _int_repr, type = json.encoder.encode_basestring_ascii, float.__repr__, int.__repr__, type  # noqa: A001
+# and the socket's own methods and the clock, for the same reason (socket.socket is a Python class a cell can extend)
+_sendall, _settimeout, _monotonic = _socket.socket.sendall, _socket.socket.settimeout, time.monotonic
 _SPECIAL_FLOATS = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # as json.dumps writes them
 
 
@@ -99,7 +102,7 @@ class Channel:
             parts += [_BLOB.pack(len(blob)), blob]
         self._timeout(deadline)
         try:
-            self.sock.sendall(b"".join(parts))
+            _sendall(self.sock, b"".join(parts))
         except TimeoutError as error:
             raise ChannelTimeout("the other side stopped reading") from error
         except OSError as error:
@@ -148,12 +151,12 @@ class Channel:
 
     def _timeout(self, deadline: float | None) -> None:
         if deadline is None:
-            self.sock.settimeout(None)
+            _settimeout(self.sock, None)
             return
-        remaining = deadline - time.monotonic()
+        remaining = deadline - _monotonic()
         if remaining <= 0:
             raise ChannelTimeout("the deadline passed")
-        self.sock.settimeout(remaining)
+        _settimeout(self.sock, remaining)
 
     def _read(self, size: int, deadline: float | None) -> bytes:
         buffer = bytearray(size)

@@ -481,7 +481,12 @@ class _RefuseListed(TorchFunctionMode):
 _EXIT_CODE = Forbid.__exit__.__code__
 _MODE_CODE = _RefuseListed.__torch_function__.__code__
 _MRO = type.__dict__["__mro__"]
-type_name = type.__dict__["__name__"].__get__  # a class's own name: a metaclass's __name__ property is not read
+_class_name = type.__dict__["__name__"].__get__  # a class's own name: a metaclass's __name__ property is not read
+
+
+def type_name(cls: type) -> str:
+    """The class's own name, as a plain str: a name set to a str subclass would run its methods wherever it is used."""
+    return "".join((_class_name(cls),))
 
 
 class Snapshot:

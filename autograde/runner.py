@@ -22,7 +22,6 @@ its file descriptors 1 and 2 lead nowhere, and the channel is not them.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import gc
 import io
 import linecache
@@ -43,7 +42,12 @@ __all__ = ["serve", "TEXT_LIMIT"]
 
 TEXT_LIMIT = 20000
 """Characters kept of an error message or a traceback."""
-_set_num_threads = torch.set_num_threads  # as it was before any student code
+# Bound as the runner loads, before any student code: what runs after a check's guard is left may not look anything
+# up where a cell, or the checked code itself, could have put its own (sys.setprofile, builtins.setattr, os.getpid).
+_set_num_threads = torch.set_num_threads
+_settrace, _setprofile, _getpid, _open = sys.settrace, sys.setprofile, os.getpid, open
+_builtins = vars(builtins)
+_BUILTINS = dict(_builtins)  # put back after each check: the checked code may have replaced one (a dict store)
 
 
 class _Capped(io.StringIO):
@@ -60,11 +64,20 @@ class _Capped(io.StringIO):
         return len(text)
 
 
-@contextlib.contextmanager
-def _captured(limit: int) -> io.StringIO:
-    out = _Capped(limit)
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        yield out
+class _captured:
+    """``with _captured(limit) as out``: stdout and stderr into ``out``. The streams are swapped by plain stores, in
+    code of this module: contextlib's redirect would call the builtin setattr, and its own class's methods, after
+    the check."""
+
+    def __init__(self, limit: int) -> None:
+        self.out, self.saved = _Capped(limit), (sys.stdout, sys.stderr)
+
+    def __enter__(self) -> io.StringIO:
+        sys.stdout = sys.stderr = self.out
+        return self.out
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stdout, sys.stderr = self.saved
 
 
 def serve(channel: Channel) -> None:
@@ -101,8 +114,8 @@ def serve(channel: Channel) -> None:
 
 
 def _unhook() -> None:
-    sys.settrace(None)
-    sys.setprofile(None)
+    _settrace(None)
+    _setprofile(None)
 
 
 def _execute(request: dict, namespace: dict) -> dict:
@@ -130,10 +143,10 @@ def _student_trace(error: BaseException) -> str:
 def _last_pid() -> int | None:
     """The last thread or process id given out in the runner's own PID namespace (None outside a sandbox, where
     other processes share the count)."""
-    if os.getpid() != 1:
+    if _getpid() != 1:
         return None
     try:
-        with open("/proc/sys/kernel/ns_last_pid") as f:
+        with _open("/proc/sys/kernel/ns_last_pid") as f:
             return int(f.read())
     except (OSError, ValueError):
         return None
@@ -169,6 +182,8 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
             _set_num_threads(1)
             started = _last_pid()
             outcome = LocalCandidate(impl).evaluate(exercise, case, call, dims, request["seed"], weights, sealed=True)
+            _unhook()
+            _builtins.update(_BUILTINS)
             if _last_pid() != started:  # the kernel's count of this sandbox's threads and processes moved
                 raise ForbiddenCall("a thread or a process started in your notebook's sandbox during the check (your "
                                     "code's, or one a cell left running); code there runs outside the check's guard. "

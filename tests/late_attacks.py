@@ -1,4 +1,4 @@
-"""Round 9 of the hostile student: attacks on the moments just outside a check's guard (before it, between its
+"""Rounds 9 and 10 of the hostile student: attacks on the moments just outside a check's guard (before it, between its
 parts, and after the outcome is sealed), each of which took softmax's full marks with no flag before its fix.
 tests/test_grading_attacks.py grades them with the others. Each reaches its hooks through string.Formatter, which
 the audit did not read then, so that only the runner's own defences stood in the way."""
@@ -213,4 +213,94 @@ ATTACKS = {
     "rewrites_the_reply_from_a_patched_json_dumps": ([REWRITES_THE_REPLY_FROM_A_PATCHED_JSON_DUMPS_SETUP], {"softmax": REWRITES_THE_REPLY_FROM_A_PATCHED_JSON_DUMPS_ANSWER, **STUBS}),
     "computes_the_reference_before_the_check_from_a_planted_wrapped": ([COMPUTES_THE_REFERENCE_BEFORE_THE_CHECK_FROM_A_PLANTED_WRAPPED_SETUP], {"softmax": COMPUTES_THE_REFERENCE_BEFORE_THE_CHECK_FROM_A_PLANTED_WRAPPED_ANSWER, **STUBS}),
     "switches_the_guards_mode_off_with_disable_torch_function": ([SWITCHES_THE_GUARDS_MODE_OFF_WITH_DISABLE_TORCH_FUNCTION_SETUP], {"softmax": SWITCHES_THE_GUARDS_MODE_OFF_WITH_DISABLE_TORCH_FUNCTION_ANSWER, **STUBS}),
+}
+
+
+# Round 10: what the runner itself looked up after the seal. Names are reversed strings read through vars(), which the
+# audit does not read: only the runner's defences stand in the way.
+# A cell replaced sys.setprofile by one that ignores None, so the runner's unhooking left the cell's profile hook on;
+# it fired after the seal and replaced the sealed reply. The checked code replaced builtins.setattr (a dict store,
+# no call), which contextlib's redirect_stdout called as the runner's capture of the output ended.
+RUNNER_LOOKUPS = r'''
+import sys, torch
+_s = sys
+_sd = vars(_s)
+_mods = _sd["seludom"[::-1]]
+_bd = vars(_mods["snitliub"[::-1]])
+_ga = _bd["rttateg"[::-1]]
+_realsetattr = _bd["rttates"[::-1]]
+_frame = _sd["emarfteg_"[::-1]]
+_realset = _sd["eliforptes"[::-1]]
+_done = []
+
+
+def _answer(loc):
+    call, request, outcome = loc["call"], loc["request"], loc["outcome"]
+    if outcome.sealed is None or any(outcome.sealed is d for d in _done):
+        return
+    ref, wire = _mods["fer_mft"[::-1]].softmax, _mods["eriw.edargotua"[::-1]]
+    x = call.args[0].detach().clone().requires_grad_(bool(request["grad"]))
+    y = ref(x, *call.args[1:], **call.kwargs)
+    grads = []
+    if request["grad"]:
+        gen = torch.Generator().manual_seed(request["seed"] + 1)
+        up = torch.randn(y.shape, generator=gen).to(y.dtype)
+        grads = [torch.autograd.grad([y], [x], [up])[0].detach()]
+    blobs = []
+    outcome.sealed = (wire.encode(y.detach(), blobs), wire.encode(grads, blobs), blobs)
+    _done[:] = [outcome.sealed]
+
+
+def _find(frame):
+    while frame is not None:
+        if _ga(_ga(frame, "edoc_f"[::-1]), "eman_oc"[::-1]) == "_evaluate":
+            loc = _ga(frame, "slacol_f"[::-1])
+            if "outcome" in loc and "request" in loc and loc["request"].get("name") == "softmax":
+                return loc
+            return None
+        frame = _ga(frame, "kcab_f"[::-1])
+    return None
+'''
+UNHOOK_IGNORED_SETUP = RUNNER_LOOKUPS + r'''
+def _hook(frame, event, arg):
+    if event != "call":
+        return
+    back = _ga(frame, "kcab_f"[::-1])
+    if back is None or _ga(_ga(back, "edoc_f"[::-1]), "eman_oc"[::-1]) != "_evaluate":
+        return
+    loc = _find(back)
+    if loc is not None:
+        _answer(loc)
+
+
+def _keep(f):
+    if f is not None:
+        _realset(f)
+
+
+_sd["eliforptes"[::-1]] = _keep
+_realset(_hook)
+'''
+SETATTR_SWAPPED_SETUP = RUNNER_LOOKUPS + r'''
+def _evil(obj, name, value):
+    _realsetattr(obj, name, value)
+    loc = _find(_frame(1))
+    if loc is not None:
+        _bd["rttates"[::-1]] = _realsetattr
+        _answer(loc)
+'''
+NOTHING = r'''
+def softmax(x, dim=-1):
+    return x * 0
+'''
+SWAPS_SETATTR = r'''
+def softmax(x, dim=-1):
+    _bd["rttates"[::-1]] = _evil
+    return x * 0
+'''
+
+ATTACKS |= {
+    "keeps_its_profile_hook_through_a_replaced_setprofile": ([UNHOOK_IGNORED_SETUP], {"softmax": NOTHING, **STUBS}),
+    "rewrites_the_reply_from_a_builtin_replaced_in_the_check": ([SETATTR_SWAPPED_SETUP],
+                                                                {"softmax": SWAPS_SETATTR, **STUBS}),
 }

@@ -284,6 +284,8 @@ def test_patched_torch_exp_does_not_change_the_expected_values():
     ("with torch._C.DisableTorchFunction():\n    y = f(x)", "torch-internals"),
     ("off = getattr(torch._C, 'Disable' + 'TorchFunction')", "torch-internals"),
     ("import json\njson.dumps = forged", "patches-modules"),
+    # round 10: a module under another name, read with vars()
+    ("import sys\n_s = sys\nnames = vars(_s)", "dynamic-code"),
     ("total = " + "+".join(["1"] * 100_000), "unaudited-code"),
     ("x = " + "-" * 200_000 + "1", "unaudited-code"),
     ("x = " + "-" * 50_000 + "1", "unaudited-code"),  # short enough to parse, too deep for the parser
