@@ -221,7 +221,7 @@ ATTACKS = {
 # A cell replaced sys.setprofile by one that ignores None, so the runner's unhooking left the cell's profile hook on;
 # it fired after the seal and replaced the sealed reply. The checked code replaced builtins.setattr (a dict store,
 # no call), which contextlib's redirect_stdout called as the runner's capture of the output ended.
-RUNNER_LOOKUPS = r'''
+RUNNER_LOOKUPS = REACH + SEALED_REFERENCE + r'''
 import sys, torch
 _s = sys
 _sd = vars(_s)
@@ -235,19 +235,10 @@ _done = []
 
 
 def _answer(loc):
-    call, request, outcome = loc["call"], loc["request"], loc["outcome"]
+    outcome = loc["outcome"]
     if outcome.sealed is None or any(outcome.sealed is d for d in _done):
         return
-    ref, wire = _mods["fer_mft"[::-1]].softmax, _mods["eriw.edargotua"[::-1]]
-    x = call.args[0].detach().clone().requires_grad_(bool(request["grad"]))
-    y = ref(x, *call.args[1:], **call.kwargs)
-    grads = []
-    if request["grad"]:
-        gen = torch.Generator().manual_seed(request["seed"] + 1)
-        up = torch.randn(y.shape, generator=gen).to(y.dtype)
-        grads = [torch.autograd.grad([y], [x], [up])[0].detach()]
-    blobs = []
-    outcome.sealed = (wire.encode(y.detach(), blobs), wire.encode(grads, blobs), blobs)
+    outcome.sealed = _reference(loc)
     _done[:] = [outcome.sealed]
 
 
