@@ -122,6 +122,12 @@ def _imports(tree: ast.AST) -> list[tuple[str, str]]:
     return names
 
 
+def _bind(bindings: dict[str, list[str]], name: str, modules: list[str]) -> None:
+    """Add ``modules`` to those ``name`` is bound to, each once, in the order first seen."""
+    known = bindings.setdefault(name, [])
+    known += [m for m in modules if m not in known]
+
+
 def _aliases(tree: ast.AST, bindings: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
     """(new name, modules) for every plain assignment of an imported name to another name."""
     return [(target.id, list(bindings[node.value.id])) for node in ast.walk(tree)
@@ -170,14 +176,11 @@ def audit(sources: list[str]) -> list[str]:
     bindings: dict[str, list[str]] = {}
     for tree in trees:
         for name, module in _imports(tree):
-            bindings.setdefault(name, [])
-            if module not in bindings[name]:
-                bindings[name].append(module)
+            _bind(bindings, name, [module])
             flags |= _module_flags(module)
     for tree in trees:  # a module handed to another name (`s = sys`) is that module under that name too
         for name, modules in _aliases(tree, bindings):
-            bindings.setdefault(name, [])
-            bindings[name] += [m for m in modules if m not in bindings[name]]
+            _bind(bindings, name, modules)
     readings = max((len(modules) for modules in bindings.values()), default=1)
     for reading in range(readings):
         imported = {name: modules[min(reading, len(modules) - 1)] for name, modules in bindings.items()}

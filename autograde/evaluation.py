@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from .inputs import Call
-from .integrity import ForbiddenCall, type_name
+from .integrity import type_name
 
 __all__ = ["CheckFailed", "Outcome", "evaluate", "flatten", "describe_error", "plain_error"]
 
@@ -97,8 +97,7 @@ def _failure(error: BaseException, guard: Callable[[], contextlib.AbstractContex
         with guard():
             text, trace = describe_error(error), _student_traceback(error)
     except BaseException as refused:  # what the message's code did was refused, or raised: that is the outcome
-        error, trace = refused, ""
-        text = describe_error(refused) if type(refused) is ForbiddenCall else plain_error(refused)
+        error, text, trace = refused, plain_error(refused), ""
     return Outcome(error=text, error_type=type_name(type(error)), trace=trace)
 
 

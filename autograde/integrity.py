@@ -141,6 +141,8 @@ def _modes_left_on() -> str:
     `with torch.device(...)`) is a mode of an exact class that computes nothing, and so is a guard's own."""
     modes = [_mode_at(i) for i in range(_mode_depth())] + [_dispatch_mode_at(i) for i in range(_dispatch_depth())]
     return ", ".join(type_name(type(m)) for m in modes if type(m) is not DeviceContext and type(m) is not _RefuseListed)
+
+
 # Where code runs out of the hook's sight: a new thread (threading and asyncio.to_thread start theirs here) or
 # a new process.
 _ESCAPES = tuple(f for f in (_thread.start_new_thread, getattr(_thread, "start_joinable_thread", None), os.fork,
