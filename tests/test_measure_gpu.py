@@ -30,7 +30,7 @@ def test_the_date_record_has_the_recorded_layout_with_one_run_per_seed(measure_g
     assert written == record
     assert [run["seed"] for run in record["runs"]] == [0, 1]
     # the shipped model's run (recorded before wall_seconds), and the CUDA-graph runs this script recorded
-    for name in ("h100_date.json", "h100_date_graphs.json", "h100_date_graphs_rerun.json"):
+    for name in ("h100_date.json", "h100_date_graphs.json", "h100_date_graphs_rerun.json", "h100_date_graphs_nov27.json"):
         recorded = json.loads((RESULTS / name).read_text())
         assert set(recorded) - {"export", "code"} <= set(record)
         for run, recorded_run in zip(record["runs"], recorded["runs"]):
@@ -62,7 +62,9 @@ def test_the_baseline_is_the_recipe_without_compiling(measure_gpu):
 def test_the_bench_record_has_the_recorded_layout_and_its_command(measure_gpu, tmp_path, capsys):
     headline = measure_gpu.measure_bench(tmp_path, "cpu", "--tiny", "bench.json", measure_gpu.Budget(None), (0, 120))
     record = json.loads((tmp_path / "bench.json").read_text())
-    for name in ("h100_bench.json", "h100_bench_rerun.json", "h100_bench_d1024.json", "h100_bench_d1024_rerun.json"):
+    for name in ("h100_bench.json", "h100_bench_rerun.json", "h100_bench_nov27.json", "h100_bench_graphs.json",
+                 "h100_bench_d1024.json", "h100_bench_d1024_rerun.json", "h100_bench_d1024_graphs.json",
+                 "h100_bench_d1024_b128.json", "h100_bench_d1024_b128_no_dropout.json"):
         recorded = json.loads((RESULTS / name).read_text())
         assert set(recorded) - {"machine"} <= set(record)
         compiled_only = {"ratio_vs_torch_compiled_loss", "torch_compiled_loss_tokens_per_s"}  # --tiny compiles nothing
@@ -158,15 +160,18 @@ class _Clock:
 
 
 @pytest.mark.parametrize("budget, runs_after_d1024, skipped", [
-    # 480 - 200 - 200 s leaves 80 s: too few for the CUDA-graph bench (120), enough for the first date run (30),
-    # which takes 60; the 20 s left start nothing more
+    # 480 - 200 - 200 s leaves 80 s: too few for the CUDA-graph bench (120) and the run at batch 64 (90), enough
+    # for the first date run (30), which takes 60; the 20 s left start nothing more
     (480, [([("seed", 0), ("eager baseline", 0)], 80)],
      {"bench-graphs": "80 s of the budget left, and it needs about 120 s",
+      "bench-d1024": "80 s of the budget left, and it needs about 90 s",
       "dates, more seeds": "20 s of the budget left, and it needs about 30 s",
       "tests": "20 s of the budget left, and it needs about 60 s",
       "bench": "20 s of the budget left, and it needs about 120 s"}),
-    # 760 s: the CUDA-graph bench with its own limit, both date runs, then 40 s: too few for the tests
-    (760, [("bench_graphs.json", 290), ([("seed", 0), ("eager baseline", 0)], 150), ([("seed", 1), ("seed", 2)], 100)],
+    # 960 s: the CUDA-graph bench and the run at batch 64 with their own limits, both date runs, then 40 s:
+    # too few for the tests
+    (960, [("bench_graphs.json", 290), ("bench_d1024.json", 200), ([("seed", 0), ("eager baseline", 0)], 150),
+            ([("seed", 1), ("seed", 2)], 100)],
      {"tests": "40 s of the budget left, and it needs about 60 s",
       "bench": "40 s of the budget left, and it needs about 120 s"}),
 ])
@@ -188,20 +193,23 @@ def test_with_a_budget_the_most_needed_runs_go_first_and_what_does_not_fit_is_sk
         80, "tests", budget.limit(measure_gpu.TIME_LIMITS["tests"])))
     status = measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--budget", str(budget)])
     assert status == 0
-    # d_model 1024 at batch 128, then at the recorded batch 64, then what fits of the rest, in order of need
-    assert calls == [("bench_d1024_b128.json", 200), ("bench_d1024.json", 200), *runs_after_d1024]
+    # d_model 1024 at batch 128 with and without dropout, then what fits of the rest, in order of need
+    assert calls == [("bench_d1024_b128.json", 200), ("bench_d1024_b128_no_dropout.json", 200), *runs_after_d1024]
     table = capsys.readouterr().out.split("\npart")[-1].splitlines()[1:]
-    names = ["bench-d1024-b128", "bench-d1024", "bench-graphs", "dates", "dates, more seeds", "tests", "bench"]
-    assert [row[:18].strip() for row in table] == names
+    names = ["bench-d1024-b128", "bench-d1024-b128-no-dropout", "bench-graphs", "bench-d1024", "dates",
+             "dates, more seeds", "tests", "bench"]
+    assert [row[:28].strip() for row in table] == names
     for name, row in zip(names, table):
-        status, said = row[18:].split(maxsplit=1)
+        status, said = row[28:].split(maxsplit=1)
         assert status == ("skipped" if name in skipped else "done")
         assert said.endswith(skipped[name]) if name in skipped else said.endswith("measured")
 
 
-def test_d_model_1024_at_batch_128_differs_from_the_recorded_run_only_in_its_batch_and_memory_plan(measure_gpu):
+def test_d_model_1024_at_batch_128_differs_from_the_recorded_run_only_in_its_batch_memory_plan_and_dropout(measure_gpu):
     assert measure_gpu.BENCH_D1024_B128_ARGS.split() == \
         measure_gpu.BENCH_D1024_ARGS.split() + ["--batch-size", "128", "--memory-gib", "78"]
+    assert measure_gpu.BENCH_D1024_B128_NO_DROPOUT_ARGS.split() == \
+        measure_gpu.BENCH_D1024_B128_ARGS.split() + ["--dropout", "0"]
     bench = pytest.importorskip("tfm_ref.bench")
     recorded = json.loads((RESULTS / "h100_bench_d1024_rerun.json").read_text())
     config = bench.BenchConfig(**{k: recorded["config"][k] for k in ("d_model", "n_heads", "d_ff", "vocab_size",
@@ -218,7 +226,8 @@ def test_without_a_budget_every_run_gets_its_own_limit_and_the_other_seeds_follo
     monkeypatch.setattr(measure_gpu, "measure_bench", lambda out, device, args, name, *rest: calls.append(name) or "")
     monkeypatch.setattr(measure_gpu, "measure_tests", lambda *args: calls.append("tests") or "")
     assert measure_gpu.main(["--device", "cpu", "--out", str(tmp_path), "--seeds", "3", "4", "5"]) == 0
-    assert calls == ["bench_d1024_b128.json", "bench_d1024.json", "bench_graphs.json",
+    assert calls == ["bench_d1024_b128.json", "bench_d1024_b128_no_dropout.json", "bench_graphs.json",
+                     "bench_d1024.json",
                      [("seed", 3), ("eager baseline", 3)], [("seed", 4), ("seed", 5)], "tests", "bench.json"]
     assert measure_gpu.Budget(None).limit((120, 290)) == 290
 
