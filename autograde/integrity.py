@@ -11,7 +11,7 @@ Two guards, both used by `autograde.checking` around every call of a student's c
   a copy of a documented reference function loaded from another file (its code and docstring,
   not its file and line, are compared). A torch-function mode sees the PyTorch calls made from C
   (``functools.partial``, ``map``). Starting a thread or a process, or reading or switching the
-  hook or the mode, is refused: code there would run out of its sight. A refusal sticks: the
+  hook or the mode, or setting a signal handler or mask, is refused: code there would run out of its sight. A refusal sticks: the
   check fails when the guard is left even if the code caught the error (CPython drops a profile
   hook that raised), and so does a hook or mode found switched off. The grader builds the
   reference before entering the guard, so it needs no exemption. (`other_threads` lets the runner
@@ -25,6 +25,7 @@ Two guards, both used by `autograde.checking` around every call of a student's c
 from __future__ import annotations
 
 import _posixsubprocess
+import _signal
 import _thread
 import contextlib
 import functools
@@ -127,6 +128,9 @@ def _dispatching(frame: types.FrameType) -> bool:
 # Taken now, before any student code runs: a cell may rebind sys.setprofile or the builtins the guard uses.
 _setprofile, _getprofile, _getframe = sys.setprofile, sys.getprofile, sys._getframe
 _HOOK_SWITCHES = (sys.setprofile, sys.settrace, sys.getprofile, sys.gettrace, threading.setprofile, threading.settrace)
+# A signal handler runs between any two steps of the runner's own code: the runner holds signals back until its reply
+# is sent (autograde.lockdown), and these would let one through (the C functions under signal's Python wrappers)
+_SIGNAL_SWITCHES = (_signal.signal, _signal.pthread_sigmask)
 _mode_depth, _mode_at, _pop_mode = (torch._C._len_torch_function_stack, torch._C._get_function_stack_at,
                                     torch._C._pop_torch_function_stack)
 _dispatch_depth, _dispatch_mode_at, _pop_dispatch_mode = (torch._C._len_torch_dispatch_stack,
@@ -293,10 +297,13 @@ class Forbid:
             self._add(item)
         # Turning the hook off from inside, or reaching the hook object to empty it, would defeat it; code run in
         # another thread or process runs where the hook does not.
-        self._guard_switches, self._escapes = set(), set()
+        self._guard_switches, self._escapes, self._signal_switches = set(), set(), set()
         for hook in (*_HOOK_SWITCHES, *_MODE_SWITCHES):
             self._builtins[id(hook)] = f"{hook.__module__}.{hook.__name__}"
             self._guard_switches.add(self._builtins[id(hook)])
+        for switch in _SIGNAL_SWITCHES:
+            self._builtins[id(switch)] = f"signal.{switch.__name__}"
+            self._signal_switches.add(self._builtins[id(switch)])
         self._guard_switches.add(_FOREIGN_DISPATCH)
         for escape in _ESCAPES:
             self._builtins[id(escape)] = f"{_PUBLIC_MODULES.get(escape.__module__, escape.__module__)}.{escape.__name__}"
@@ -413,6 +420,9 @@ class Forbid:
         if what == _OPERATORS:
             return ("the operators under PyTorch's functions reach what an exercise forbids by another door. This "
                     "part earns nothing while it does.")
+        if what in self._signal_switches:
+            return ("a signal handler of yours would run where the check cannot see it. Leave signals alone in the "
+                    "functions you write. This part earns nothing while they do.")
         if what in self._escapes:
             return ("a check runs your code in this thread alone, and this would run code in another thread or "
                     "process. This part earns nothing while it does.")

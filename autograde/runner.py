@@ -37,6 +37,7 @@ from .checking import Case, LocalCandidate, get_exercise, guard_for, protect
 from .evaluation import CheckFailed, Outcome, describe_error, plain_error
 from .inputs import Call
 from .integrity import ForbiddenCall, other_threads, type_name
+from .lockdown import SIGNAL_TOOLS, hold_signals, release_signals
 
 __all__ = ["serve", "TEXT_LIMIT"]
 
@@ -83,6 +84,8 @@ class _captured:
 def serve(channel: Channel) -> None:
     """Say ready, then answer requests until the grader closes the channel."""
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
+    # this frame's own names, bound before any student code: a cell, or a signal handler of one, may rebind a module's
+    hold, release, signal_tools = hold_signals, release_signals, SIGNAL_TOOLS
     channel.send({"ready": True})
     patched = False  # has student code run since the protected namespaces were last put back?
     while True:
@@ -94,11 +97,14 @@ def serve(channel: Channel) -> None:
             channel.send({"id": request.get("id"), **_execute(request, namespace)})
             patched = True
             continue
+        # Until the reply is sent no handler of the student's runs (it would run between any two steps of what follows,
+        # unwatched), so signals are held first, before what a handler could undo is put back
+        signals = hold(signal_tools)
         if patched:
             protect()  # best effort: undo the student's patching of torch and of the guard
             patched = False
-        # Until the reply is sent, nothing of the student's is freed (a finalizer would run unwatched, and could reach
-        # the reply): what their code touched is held, and no cycle is collected.
+        # Nor is anything of theirs freed (a finalizer would run unwatched, and could reach the reply): what their code
+        # touched is held, and no cycle is collected.
         # A hook that a finalizer of theirs set before (when a cycle was collected between requests, say) is taken off
         # first: a guard puts back the hook it found, and this one would see the next outcome before it is sent.
         gc.disable()
@@ -111,6 +117,7 @@ def serve(channel: Channel) -> None:
             _unhook()  # and what they hooked is taken off
         finally:
             gc.enable()
+            release(signals, signal_tools)
 
 
 def _unhook() -> None:

@@ -60,6 +60,7 @@ def _runner(data_fd: int, limits: dict) -> None:
     """PID 1 of the notebook's namespaces: drop everything, then serve the grader's requests."""
     from . import isolation
     from .channel import Channel
+    from .lockdown import close_the_interpreter
     from .runner import serve
 
     isolation.drop_privileges(signal.SIGKILL)
@@ -71,6 +72,7 @@ def _runner(data_fd: int, limits: dict) -> None:
     os.environ.update(ENV)
     os.chdir("/tmp")
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    close_the_interpreter()  # last: the steps above use ctypes, which it closes
     serve(Channel(socket.socket(fileno=data_fd)))
 
 

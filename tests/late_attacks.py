@@ -295,3 +295,89 @@ ATTACKS |= {
     "rewrites_the_reply_from_a_builtin_replaced_in_the_check": ([SETATTR_SWAPPED_SETUP],
                                                                 {"softmax": SWAPS_SETATTR, **STUBS}),
 }
+
+
+# Round 11: code of the student's that runs by itself while the runner works, after the seal. Names are reversed
+# strings read through vars(), as in round 10.
+# An audit hook (sys.addaudithook) added in a cell runs at every audit event the interpreter raises, and no hook can be
+# taken off again: the runner's own sys.setprofile(None) after the check raises one, and the hook replaced the sealed
+# reply there.
+AUDIT_HOOK_SETUP = RUNNER_LOOKUPS + r'''
+_busy = []
+
+
+def _audit(event, args):
+    if event != "sys.setprofile" or _busy:  # its own frame lookups raise events too
+        return
+    _busy.append(1)
+    loc = _find(_frame(1))
+    if loc is not None:
+        _answer(loc)
+    _busy.pop()
+
+
+_sd["koohtiduadda"[::-1]](_audit)
+'''
+# A signal handler: the check arms a timer; each time it fires while the check still runs (evaluation.evaluate on the
+# stack), the handler arms it again, a few microseconds later, until it finds the runner past the seal.
+SIGNAL_HANDLER_SETUP = RUNNER_LOOKUPS + r'''
+_signal = _mods["langis"[::-1]]
+
+
+def _in_check(frame):
+    while frame is not None:
+        if _ga(_ga(frame, "edoc_f"[::-1]), "eman_oc"[::-1]) == "evaluate":
+            return True
+        frame = _ga(frame, "kcab_f"[::-1])
+    return False
+
+
+def _handler(number, frame):
+    if _in_check(frame):
+        _signal.setitimer(_signal.ITIMER_REAL, 0.00001)
+        return
+    loc = _find(frame)
+    if loc is not None:
+        _answer(loc)
+
+
+_signal.signal(_signal.SIGALRM, _handler)
+'''
+ARMS_A_TIMER = r'''
+def softmax(x, dim=-1):
+    _signal.setitimer(_signal.ITIMER_REAL, 0.00001)
+    return x * 0
+'''
+
+ATTACKS |= {
+    "rewrites_the_reply_from_an_audit_hook": ([AUDIT_HOOK_SETUP], {"softmax": NOTHING, **STUBS}),
+    "rewrites_the_reply_from_a_signal_handler": ([SIGNAL_HANDLER_SETUP], {"softmax": ARMS_A_TIMER, **STUBS}),
+}
+# Still open: the checked code rebinds a name of the runner's module (a dict store, no call the guard sees), and the
+# runner calls it once the check is over, before its reply is sent. What runs there is the runner's own Python, whose
+# names live in modules the student's code can write to; `STILL_OPEN` marks it, so that its test fails the day it is
+# closed and says so.
+RUNNER_NAME_SETUP = RUNNER_LOOKUPS + r'''
+_runner = vars(_mods["rennur.edargotua"[::-1]])
+_real_unhook = _runner["koohnu_"[::-1]]
+
+
+def _evil():
+    _real_unhook()
+    loc = _find(_frame(1))
+    if loc is not None:
+        _runner["koohnu_"[::-1]] = _real_unhook
+        _answer(loc)
+'''
+REBINDS_A_RUNNER_NAME = r'''
+def softmax(x, dim=-1):
+    _runner["koohnu_"[::-1]] = _evil
+    return x * 0
+'''
+ATTACKS["rewrites_the_reply_from_a_runner_name_rebound_in_the_check"] = ([RUNNER_NAME_SETUP],
+                                                                        {"softmax": REBINDS_A_RUNNER_NAME, **STUBS})
+
+STILL_OPEN = {
+    "rewrites_the_reply_from_a_runner_name_rebound_in_the_check":
+        "the runner's code after the check looks names up in modules the checked code can write to",
+}

