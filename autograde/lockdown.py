@@ -29,6 +29,8 @@ __all__ = ["close_the_interpreter", "hold_signals", "release_signals", "SIGNAL_T
 def _refuse(event: str, args: tuple) -> None:
     """The runner's audit hook. Only constants and the exact str ``event`` are read: a module global or a builtin
     could be rebound by a cell (a rebound ``PermissionError`` still raises, as calling or raising it fails)."""
+    if event == "object.__getattr__":  # the most frequent by far (a frame's code read: the guard reads one per call)
+        return
     if event == "object.__setattr__" and (args[1] == "__code__" or args[1] == "__defaults__"
                                           or args[1] == "__kwdefaults__") \
             or event == "sys.addaudithook" or event == "gc.get_objects" or event == "gc.get_referrers" \
