@@ -10,8 +10,9 @@ with the inputs and the reply within reach of a frame. Two interpreter mechanism
   own, before any student code, and it refuses for the life of the process: adding another (Python drops that
   refusal's error: the call returns, and no hook was added); listing objects through the garbage collector
   (``gc.get_objects``, ``get_referrers``, ``get_referents``), by which the interpreter's list of hooks is found;
-  replacing a function's ``__code__`` or defaults, its own included; and ctypes, whose memory access and foreign
-  calls reach all of these. The hook reads no name a cell could rebind: its names are constants in its code.
+  replacing a function's ``__code__``, its own included (not its defaults: ``collections.namedtuple`` sets them); and
+  ctypes, whose memory access and foreign calls reach all of these. The hook reads no name a cell could rebind: its
+  names are constants in its code.
 * A signal handler runs between any two steps of the runner's code. `hold_signals` blocks every signal and sets the
   Python handlers aside (a signal that arrived before runs nothing) until `release_signals`, once the reply is sent;
   the check's guard refuses ``signal.signal`` and ``signal.pthread_sigmask``, so that none comes back meanwhile.
@@ -31,11 +32,10 @@ def _refuse(event: str, args: tuple) -> None:
     could be rebound by a cell (a rebound ``PermissionError`` still raises, as calling or raising it fails)."""
     if event == "object.__getattr__":  # the most frequent by far (a frame's code read: the guard reads one per call)
         return
-    if event == "object.__setattr__" and (args[1] == "__code__" or args[1] == "__defaults__"
-                                          or args[1] == "__kwdefaults__") \
-            or event == "sys.addaudithook" or event == "gc.get_objects" or event == "gc.get_referrers" \
-            or event == "gc.get_referents" or event.startswith("ctypes."):
-        what = "setting " + args[1] if event == "object.__setattr__" else event
+    if event == "object.__setattr__" and args[1] == "__code__" or event == "sys.addaudithook" \
+            or event == "gc.get_objects" or event == "gc.get_referrers" or event == "gc.get_referents" \
+            or event.startswith("ctypes."):
+        what = "setting a function's __code__" if event == "object.__setattr__" else event
         raise PermissionError(what + " is closed while your notebook is graded: it reaches the grader's own objects, "
                                      "or runs code where no check can see it. (Your own kernel is not affected.)")
 
