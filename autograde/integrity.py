@@ -10,10 +10,11 @@ Two guards, both used by `autograde.checking` around every call of a student's c
   ``softmax = tfm_ref.softmax`` handed in as the answer; a Tensor subclass's method; ``torch.ops``;
   a copy of a documented reference function loaded from another file (its code and docstring,
   not its file and line, are compared). A torch-function mode sees the PyTorch calls made from C
-  (``functools.partial``, ``map``). Starting a thread or a process, or reading or switching the
-  hook or the mode, or setting a signal handler or mask, is refused: code there would run out of its sight. A refusal sticks: the
-  check fails when the guard is left even if the code caught the error (CPython drops a profile
-  hook that raised), and so does a hook or mode found switched off. The grader builds the
+  (``functools.partial``, ``map``). Starting a thread or a process, reading or switching the hook
+  or the mode, or setting a signal handler or mask, is refused: code there would run out of its
+  sight. A refusal sticks: the check fails when the guard is left even if the code caught the
+  error (CPython drops a profile hook that raised), and so does a hook or mode found switched
+  off. The grader builds the
   reference before entering the guard, so it needs no exemption. (`other_threads` lets the runner
   refuse a check while a thread started earlier still runs; the runner also fails a check during
   which its PID namespace gave out a new thread or process id.)
@@ -221,7 +222,8 @@ def _reference_signatures(packages: tuple[str, ...]) -> dict[tuple, str]:
     return found
 
 
-_PUBLIC_MODULES = {"posix": "os", "_posixsubprocess": "subprocess"}  # where a student reaches the escapes
+# where a student reaches the escapes and signal's switches
+_PUBLIC_MODULES = {"posix": "os", "_posixsubprocess": "subprocess", "_signal": "signal"}
 
 
 def other_threads() -> list[str]:
@@ -297,17 +299,13 @@ class Forbid:
             self._add(item)
         # Turning the hook off from inside, or reaching the hook object to empty it, would defeat it; code run in
         # another thread or process runs where the hook does not.
-        self._guard_switches, self._escapes, self._signal_switches = set(), set(), set()
-        for hook in (*_HOOK_SWITCHES, *_MODE_SWITCHES):
-            self._builtins[id(hook)] = f"{hook.__module__}.{hook.__name__}"
-            self._guard_switches.add(self._builtins[id(hook)])
-        for switch in _SIGNAL_SWITCHES:
-            self._builtins[id(switch)] = f"signal.{switch.__name__}"
-            self._signal_switches.add(self._builtins[id(switch)])
-        self._guard_switches.add(_FOREIGN_DISPATCH)
-        for escape in _ESCAPES:
-            self._builtins[id(escape)] = f"{_PUBLIC_MODULES.get(escape.__module__, escape.__module__)}.{escape.__name__}"
-            self._escapes.add(self._builtins[id(escape)])
+        self._guard_switches, self._escapes, self._signal_switches = {_FOREIGN_DISPATCH}, set(), set()
+        for functions, names in (((*_HOOK_SWITCHES, *_MODE_SWITCHES), self._guard_switches),
+                                 (_SIGNAL_SWITCHES, self._signal_switches), (_ESCAPES, self._escapes)):
+            for function in functions:
+                module = function.__module__
+                self._builtins[id(function)] = f"{_PUBLIC_MODULES.get(module, module)}.{function.__name__}"
+                names.add(self._builtins[id(function)])
         self._packages = tuple(packages)
         self._dirs = tuple(d for d in map(_package_dir, packages) if d)
         self._allowed = {code for f in allowed if hasattr(f, "__code__") for code in nested_code(f.__code__)}
@@ -356,16 +354,15 @@ class Forbid:
                 if copied is not None:
                     return f"a copy of {copied}"
         elif event == "c_call":
-            listed = id(arg) in self._builtins
-            method = getattr(arg, "__name__", None)
-            if not listed and method not in self._tensor_methods:
+            key, method = id(arg), getattr(arg, "__name__", None)
+            if key not in self._builtins and method not in self._tensor_methods:
                 return None  # most C calls: decided without reading the frame's code, an audit event in the runner
             if frame.f_code is _EXIT_CODE:  # the guard switching itself off
                 return None
-            if id(arg) in _MODE_SWITCH_IDS and _dispatching(frame):
+            if key in _MODE_SWITCH_IDS and _dispatching(frame):
                 return None
-            if listed:
-                return self._builtins[id(arg)]
+            if key in self._builtins:
+                return self._builtins[key]
             owner = getattr(arg, "__self__", None)
             # a Tensor subclass's method too (x.as_subclass(T).softmax()), by the true MRO, which no class can fake
             if any(type_name(c) == "Tensor" for c in _MRO.__get__(type(owner))):

@@ -197,7 +197,7 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
                                     "This part earns nothing while it does.")
         except CheckFailed as failure:  # its traceback holds what the student's code touched
             return {"failed": str(failure)[:TEXT_LIMIT], "stdout": out.getvalue()}, [], [failure]
-        except BaseException as error:  # the grader's refusals, or what a signal handler of the student's raised
+        except BaseException as error:  # the grader's refusals (a student's signal handler cannot run: held)
             outcome = Outcome(error=plain_error(error), error_type=type_name(type(error)), held=[error])  # no code of it
         finally:
             _unhook()

@@ -251,6 +251,16 @@ def _find(frame):
             return None
         frame = _ga(frame, "kcab_f"[::-1])
     return None
+
+
+def _relay(frame, undo=None):
+    """The reference's reply in place of the runner's, from its _evaluate below ``frame`` if that is found there
+    (first putting back what ``undo`` puts back)."""
+    loc = _find(frame)
+    if loc is not None:
+        if undo is not None:
+            undo()
+        _answer(loc)
 '''
 UNHOOK_IGNORED_SETUP = RUNNER_LOOKUPS + r'''
 def _hook(frame, event, arg):
@@ -259,9 +269,7 @@ def _hook(frame, event, arg):
     back = _ga(frame, "kcab_f"[::-1])
     if back is None or _ga(_ga(back, "edoc_f"[::-1]), "eman_oc"[::-1]) != "_evaluate":
         return
-    loc = _find(back)
-    if loc is not None:
-        _answer(loc)
+    _relay(back)
 
 
 def _keep(f):
@@ -275,10 +283,7 @@ _realset(_hook)
 SETATTR_SWAPPED_SETUP = RUNNER_LOOKUPS + r'''
 def _evil(obj, name, value):
     _realsetattr(obj, name, value)
-    loc = _find(_frame(1))
-    if loc is not None:
-        _bd["rttates"[::-1]] = _realsetattr
-        _answer(loc)
+    _relay(_frame(1), lambda: _bd.update({"rttates"[::-1]: _realsetattr}))
 '''
 NOTHING = r'''
 def softmax(x, dim=-1):
@@ -310,9 +315,7 @@ def _audit(event, args):
     if event != "sys.setprofile" or _busy:  # its own frame lookups raise events too
         return
     _busy.append(1)
-    loc = _find(_frame(1))
-    if loc is not None:
-        _answer(loc)
+    _relay(_frame(1))
     _busy.pop()
 
 
@@ -336,9 +339,7 @@ def _handler(number, frame):
     if _in_check(frame):
         _signal.setitimer(_signal.ITIMER_REAL, 0.00001)
         return
-    loc = _find(frame)
-    if loc is not None:
-        _answer(loc)
+    _relay(frame)
 
 
 _signal.signal(_signal.SIGALRM, _handler)
@@ -364,10 +365,7 @@ _real_unhook = _runner["koohnu_"[::-1]]
 
 def _evil():
     _real_unhook()
-    loc = _find(_frame(1))
-    if loc is not None:
-        _runner["koohnu_"[::-1]] = _real_unhook
-        _answer(loc)
+    _relay(_frame(1), lambda: _runner.update({"koohnu_"[::-1]: _real_unhook}))
 '''
 REBINDS_A_RUNNER_NAME = r'''
 def softmax(x, dim=-1):

@@ -258,15 +258,15 @@ def main(argv: list[str] | None = None) -> int:
     # machine (the new lever, with and without dropout), the CUDA-graph base model that misses 1.2x on one
     # machine, the recorded batch at d_model 1024 to compare the new lever with, the date runs from a full
     # compile cache, the tests, then the figure recorded twice already
-    def bench(name: str, args_: str, record: str):
+    def bench(name: str, args_: str):  # its record is named after it: bench-d1024-b128 → bench_d1024_b128.json
         return name, "bench-d1024" if name.startswith("bench-d1024") else name, lambda: measure_bench(
-            args.out, args.device, args_, record, budget, TIME_LIMITS[name])
+            args.out, args.device, args_, name.replace("-", "_") + ".json", budget, TIME_LIMITS[name])
 
     plan = [
-        bench("bench-d1024-b128", BENCH_D1024_B128_ARGS, "bench_d1024_b128.json"),
-        bench("bench-d1024-b128-no-dropout", BENCH_D1024_B128_NO_DROPOUT_ARGS, "bench_d1024_b128_no_dropout.json"),
-        bench("bench-graphs", BENCH_GRAPHS_ARGS, "bench_graphs.json"),
-        bench("bench-d1024", BENCH_D1024_ARGS, "bench_d1024.json"),
+        bench("bench-d1024-b128", BENCH_D1024_B128_ARGS),
+        bench("bench-d1024-b128-no-dropout", BENCH_D1024_B128_NO_DROPOUT_ARGS),
+        bench("bench-graphs", BENCH_GRAPHS_ARGS),
+        bench("bench-d1024", BENCH_D1024_ARGS),
         ("dates", "dates", lambda: measure_dates(args.out, args.device, [("seed", first), ("eager baseline", first)],
                                                  args.recipe, dates, budget)),
     ]
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                          dates, budget)))
     plan += [
         ("tests", "tests", lambda: measure_tests(args.out, budget)),
-        bench("bench", BENCH_ARGS, "bench.json"),
+        bench("bench", BENCH_ARGS),
     ]
     table, failed = [], False
     for name, part, job in plan:
