@@ -1,7 +1,8 @@
-"""Rounds 9 and 10 of the hostile student: attacks on the moments just outside a check's guard (before it, between its
-parts, and after the outcome is sealed), each of which took softmax's full marks with no flag before its fix.
-tests/test_grading_attacks.py grades them with the others. Each reaches its hooks through string.Formatter, which
-the audit did not read then, so that only the runner's own defences stood in the way."""
+"""Rounds 9 to 11 of the hostile student: attacks on the moments just outside a check's guard (before it, between its
+parts, and after the outcome is sealed), each of which took softmax's full marks with no flag before its fix (but one,
+`STILL_OPEN`). tests/test_grading_attacks.py grades them with the others. Each reaches its hooks by ways the audit did
+not read then (string.Formatter, names spelled backwards through vars()), so that only the runner's own defences
+stood in the way."""
 
 STUB = "def scaled_dot_product_attention(q, k, v, mask=None, *, return_weights=False):\n    raise NotImplementedError\n"
 STUBS = {"attention": STUB, "masked_attention": STUB}  # their checks would trip the attacks inside a guard

@@ -259,7 +259,7 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
         {"softmax": "def softmax(x, dim=-1):\n    return torch.softmax(x, dim).nan_to_num(0.0)\n"}),
 }
 
-ATTACKS |= LATE_ATTACKS  # round 9: the moments just outside a check's guard (tests/late_attacks.py)
+ATTACKS |= LATE_ATTACKS  # rounds 9 to 11: the moments just outside a check's guard (tests/late_attacks.py)
 
 
 TENSOR_FOR_A_NUMBER = ("def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):\n"
