@@ -10,8 +10,10 @@ Used by `autograde.zygote` inside the sandbox, for every notebook:
 * `refuse_processes_and_hidden_memory` (in the runner, after `drop_privileges`): a seccomp filter,
   which nothing can lift, refuses a new process (threads are still allowed), SysV IPC objects, POSIX
   message queues, memfds and new namespaces or mounts (memory no address-space limit counts: a tmpfs
-  of its own), and the kernel's keyrings (which a runner would share with the grader's login session
-  and the next runner).
+  of its own), the kernel's keyrings (which a runner would share with the grader's login session
+  and the next runner), a look into another process (ptrace, pidfds, another's memory), the kernel
+  interfaces a notebook has no use for (BPF, perf events, userfaultfd, io_uring, eventfd), and any
+  socket but a Unix one.
 * `limit_resources`: processes, open files, file size, core dumps and, where no cgroup limits
   memory, the address space.
 
@@ -119,24 +121,48 @@ CLONE_THREAD, CLONE_NEWCGROUP = 0x00010000, 0x02000000
 CLONE_NAMESPACES = (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
                     | CLONE_NEWNET)
 X32_SYSCALL_BIT = 0x40000000
-EPERM, ENOSYS = 1, 38
+EPERM, ENOSYS, EAFNOSUPPORT = 1, 38, 97
+AF_UNIX = 1
 
+_NEWER = {"pidfd_send_signal": 424, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+          "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+          "pidfd_open": 434, "clone3": 435, "pidfd_getfd": 438, "process_madvise": 440, "mount_setattr": 442,
+          "memfd_secret": 447, "open_tree_attr": 467}
+"""System calls from 424 on: one number on every architecture."""
 _SYSCALLS = {  # the architecture's audit id, then the system calls the filter looks at
-    "x86_64": (0xC000003E, {"clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "shmget": 29,
-                            "memfd_create": 319, "add_key": 248, "request_key": 249, "keyctl": 250,
-                            "unshare": 272, "setns": 308, "mount": 165, "pivot_root": 155, "open_tree": 428,
-                            "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "semget": 64,
-                            "msgget": 68, "mq_open": 240}),
-    "aarch64": (0xC00000B7, {"clone": 220, "clone3": 435, "shmget": 194, "memfd_create": 279, "add_key": 217,
-                             "request_key": 218, "keyctl": 219, "unshare": 97, "setns": 268, "mount": 40,
-                             "pivot_root": 41, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-                             "fsmount": 432, "semget": 190, "msgget": 186, "mq_open": 180}),
+    "x86_64": (0xC000003E, {"clone": 56, "fork": 57, "vfork": 58, "shmget": 29, "semget": 64, "msgget": 68,
+                            "mq_open": 240, "memfd_create": 319, "add_key": 248, "request_key": 249, "keyctl": 250,
+                            "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155,
+                            "chroot": 161, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
+                            "kcmp": 312, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "eventfd": 284,
+                            "eventfd2": 290, "socket": 41, "socketpair": 53, **_NEWER}),
+    "aarch64": (0xC00000B7, {"clone": 220, "shmget": 194, "semget": 190, "msgget": 186, "mq_open": 180,
+                             "memfd_create": 279, "add_key": 217, "request_key": 218, "keyctl": 219, "unshare": 97,
+                             "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "ptrace": 117,
+                             "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272, "bpf": 280,
+                             "perf_event_open": 241, "userfaultfd": 282, "eventfd2": 19, "socket": 198,
+                             "socketpair": 199, **_NEWER}),
 }
-# Refused with EPERM: new processes, memory no limit counts (SysV shared memory, semaphores and message queues,
-# POSIX message queues, memfds, a tmpfs mounted in a namespace of the runner's own), and the keyrings.
-_REFUSED = ("fork", "vfork", "shmget", "semget", "msgget", "mq_open", "memfd_create", "add_key", "request_key",
-            "keyctl", "unshare", "setns", "mount", "pivot_root", "open_tree", "move_mount", "fsopen", "fsconfig",
-            "fsmount")
+# Refused with EPERM (a name an architecture lacks is skipped):
+_REFUSED = (
+    "fork", "vfork",  # a new process (and clone without CLONE_THREAD; clone3 is ENOSYS)
+    # memory no limit counts: SysV shared memory, semaphores and message queues, POSIX message queues, memfds
+    "shmget", "semget", "msgget", "mq_open", "memfd_create", "memfd_secret",
+    "add_key", "request_key", "keyctl",  # the keyrings
+    # namespaces and mounts (a tmpfs of its own holds memory no limit counts; an unmount would uncover what is under)
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "open_tree_attr", "move_mount",
+    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    # another process, its memory or descriptors
+    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_open", "pidfd_getfd",
+    "pidfd_send_signal",
+    # kernel interfaces no notebook needs, each an attack surface of its own (io_uring does I/O that no seccomp
+    # filter sees, sockets included); torch, its thread pools and Python's threads use none of them
+    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register", "eventfd",
+    "eventfd2")
+# socket and socketpair: a Unix socket only, any other address family refused with EAFNOSUPPORT, as by a kernel
+# without it. The runner's network namespace is empty, but netlink, vsock, packet and the rest are each a way to
+# the kernel or the host of their own; nothing in the runner opens any but a Unix one.
+_ONLY_UNIX = ("socket", "socketpair")
 
 
 class _SockFilter(ctypes.Structure):
@@ -162,6 +188,13 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         program += [(BPF_JGE_K, 0, 1, X32_SYSCALL_BIT), (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM)]
     for number, errno in refused:
         program += [(BPF_JEQ_K, 0, 1, number), (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno)]
+    socket_call, socketpair_call = (numbers[name] for name in _ONLY_UNIX)
+    program += [(BPF_JEQ_K, 1, 0, socket_call),
+                (BPF_JEQ_K, 0, 4, socketpair_call),
+                (BPF_LD_W_ABS, 0, 0, 16),  # the low half of seccomp_data.args[0], the address family (an int)
+                (BPF_JEQ_K, 0, 1, AF_UNIX),
+                (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+                (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EAFNOSUPPORT)]
     program += [(BPF_JEQ_K, 0, 4, numbers["clone"]),
                 (BPF_LD_W_ABS, 0, 0, 16),  # the low half of seccomp_data.args[0], clone's flags
                 (BPF_JSET_K, 0, 1, CLONE_THREAD),  # not a thread of this process: refused
@@ -173,12 +206,14 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
 
 def refuse_processes_and_hidden_memory() -> None:
     """From now on, in this process and its threads: no new process, no SysV IPC object, POSIX message queue or
-    memfd, no new namespace or mount, no keyring (`_REFUSED`).
+    memfd, no new namespace or mount, no keyring, no look into another process, none of the kernel interfaces a
+    notebook has no use for (`_REFUSED`), and no socket but a Unix one (`_ONLY_UNIX`).
 
     A process left running by one cell could answer a later check with the reference, out of the guard's
     sight; memory a process does not map (shared memory, semaphores, message queues, a tmpfs mounted in a user
-    namespace of its own) is not counted by the address-space limit; and the kernel's keyrings are shared with the
-    grader's session. Needs ``no_new_privs`` (`drop_privileges`).
+    namespace of its own) is not counted by the address-space limit; the kernel's keyrings are shared with the
+    grader's session; and every other interface refused is a way to the kernel, the host or another process that
+    grading never takes. Needs ``no_new_privs`` (`drop_privileges`).
     """
     program = seccomp_program(os.uname().machine)
     instructions = (_SockFilter * len(program))(*(_SockFilter(*i) for i in program))
