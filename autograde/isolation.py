@@ -32,7 +32,8 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x20, 0x1000, 0x4000, 1 << 18
+MS_RELATIME = 1 << 21
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 RUNNER_UID = 1000
 """The runner's user and group id inside its user namespace (mapped to the sandbox's own)."""
@@ -72,7 +73,9 @@ def enter_fresh_namespaces(tmp_mb: int) -> None:
     """Move this process into new namespaces; its next child is PID 1 of a new PID namespace.
 
     Inside, the process is user ``RUNNER_UID`` (mapped to its current user), the mount tree is
-    private, and ``/tmp`` and ``/dev/shm`` are new empty tmpfs of ``tmp_mb`` MiB each.
+    private, ``/tmp`` and ``/dev/shm`` are new empty tmpfs of ``tmp_mb`` MiB each, and ``/proc/sys`` is
+    read-only (the sandbox's /proc is writable, and a sysctl file's own mode, 0666 for
+    ``kernel/ns_last_pid``, lets anyone open it for writing).
     """
     uid, gid = os.getuid(), os.getgid()
     _call(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET),
@@ -85,6 +88,17 @@ def enter_fresh_namespaces(tmp_mb: int) -> None:
     for target in (b"/tmp", b"/dev/shm"):
         if os.path.isdir(target):
             _call(_libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount {target.decode()}")
+    _read_only("/proc/sys")
+
+
+def _read_only(path: str) -> None:
+    """``path`` bound onto itself and that bind made read-only, in this process's mount namespace."""
+    # a remount keeps the flags the enclosing mount locked (nosuid, nodev, noexec, atime), or the kernel refuses it
+    locked = os.statvfs(path).f_flag
+    kept = (locked & (os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME)) \
+        | (MS_RELATIME if locked & os.ST_RELATIME else 0)
+    _call(_libc.mount(path.encode(), path.encode(), None, MS_BIND | MS_REC, None), f"bind {path}")
+    _call(_libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept, None), f"read-only {path}")
 
 
 class _CapHeader(ctypes.Structure):

@@ -182,6 +182,23 @@ print([answer(lambda: socket.socket(socket.AF_UNIX)), answer(lambda: socket.sock
     assert said == ["ok"] * 2 + [errno.EAFNOSUPPORT] * 6 + [errno.EPERM] * 2
 
 
+def test_proc_sys_is_read_only(sandbox):
+    """The sandbox's /proc is writable, and a sysctl file's own mode lets anyone open some for writing
+    (``kernel/ns_last_pid``, 0666)."""
+    said = value(sandbox, """
+import os
+def opened(path):
+    try:
+        open(path, 'w').close()
+        return 'ok'
+    except OSError as error:
+        return error.errno
+writable = [os.path.join(top, name) for top, _, names in os.walk('/proc/sys') for name in names
+            if opened(os.path.join(top, name)) == 'ok']
+print([writable, opened('/proc/sys/kernel/ns_last_pid'), open('/proc/sys/kernel/ns_last_pid').read().isspace()])""")
+    assert said == [[], errno.EROFS, False]  # still readable
+
+
 def test_limits_stop_a_thread_bomb_a_full_disk_and_a_memory_hog(sandbox):
     threads = value(sandbox, """
 import threading, time

@@ -108,7 +108,7 @@ def test_the_filter_allows_a_unix_socket_and_no_other():
 def test_the_filter_refuses_other_processes_and_the_kernel_interfaces_a_notebook_has_no_use_for():
     """ptrace, pidfds and another process's memory; BPF, perf events, userfaultfd and io_uring (each a well-trodden
     way into the kernel; io_uring does I/O no seccomp filter sees); eventfds; unmounting (what is under the runner's
-    /tmp) and the rest of the mount API; memfd_secret (memory of a hidden kind)."""
+    /tmp or its read-only /proc/sys) and the rest of the mount API; memfd_secret (memory of a hidden kind)."""
     def probe(libc, answer):
         n, null, bad = NUMBERS, None, 0x80000000  # bad: a flag no kernel knows (EINVAL without the filter)
         said = {  # what each answers without the filter, in the comment
