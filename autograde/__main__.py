@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     grd.add_argument("--tmp-mb", type=_positive(int), default=64, help="size of a notebook's /tmp")
     grd.add_argument("--max-notebook-mb", type=_positive(float), default=20.0,
                      help="larger submitted notebooks are not read (flag notebook-too-large)")
+    grd.add_argument("--max-submission-mb", type=_positive(float), default=100.0,
+                     help="a student's notebooks together, all assignments (unpacked, from a zip): over it, none "
+                     "of that student's is read (flag submission-too-large); everyone else is graded")
 
     bch = commands.add_parser("bench", help="grading throughput on a generated class")
     bch.add_argument("--students", type=_positive(int), default=8)
@@ -70,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             limits = Limits(cell_timeout=args.cell_timeout, memory_mb=args.memory_mb, processes=args.processes,
                             tmp_mb=args.tmp_mb, notebook_mb=args.max_notebook_mb)
             out = args.out or args.root
-            rows = grade(args.submissions, out, jobs=args.jobs, db_url=args.db, limits=limits, root=args.root)
+            rows = grade(args.submissions, out, jobs=args.jobs, db_url=args.db, limits=limits, root=args.root,
+                         max_submission_mb=args.max_submission_mb)
             flagged = sum(1 for r in rows if r["flags"])
             print(f"graded {len(rows)} notebooks ({flagged} flagged: look at them) → {out / 'grades.csv'}, "
                   f"{out / 'autograded'}, feedback in {out / 'feedback'}")

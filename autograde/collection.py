@@ -5,7 +5,9 @@ Nothing a student hands in is trusted to stay in its folder: a symlink (in the f
 zip member that is one) whose target leaves that student's folder is refused, and the
 submission gets the flag ``symlink-outside``; a zip member with an absolute or ``..`` path is
 skipped with the flag ``unsafe-zip-member``; a notebook larger than the limit is not read and
-gets ``notebook-too-large``. Each of these costs only that submission.
+gets ``notebook-too-large``; a student whose files together are larger than the student's budget
+has none of them read (every row of theirs gets ``submission-too-large``). Each of these costs only
+that student.
 
 Beside the notebook, nbgrader's collect leaves ``timestamp.txt`` (when it was submitted: the
 late-submission policy reads it) and ``submission_secret.txt`` (what ``release_feedback`` files
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import shutil
 import stat
 import zipfile
 import zlib
@@ -42,7 +45,9 @@ class Submission:
 
 MACOS_FORKS = "__MACOSX"
 EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's exchange adds beside a notebook
-MAX_UNPACKED_RATIO = 100  # an archive of notebooks unpacks to a few times its size; a zip bomb, to thousands
+MAX_STUDENT_MB = 100.0  # a student's files together, all assignments (--max-submission-mb)
+ENTRY_BYTES = 4096  # what each folder, link or file unpacked from a zip costs its student besides its bytes: a block
+TOO_LARGE = "submission-too-large"
 
 
 def _not_a_student(name: str) -> bool:
@@ -56,19 +61,44 @@ def _inside(path: Path, folder: Path) -> bool:
     return os.path.realpath(path).startswith(str(folder) + os.sep)
 
 
-def find_submissions(root: Path, assignments: list[str], max_bytes: int,
-                     flags: dict[str, list[str]] | None = None) -> list[Submission]:
+def find_submissions(root: Path, assignments: list[str], max_bytes: int, flags: dict[str, list[str]] | None = None,
+                     max_student_bytes: int | None = None) -> list[Submission]:
     """Every ``<student>/<assignment>/`` folder under ``root`` for a known assignment.
 
-    ``flags`` (student id → flags) adds what was found while extracting a zip.
+    ``flags`` (student id → flags) adds what was found while extracting a zip. A student whose notebooks in
+    their assignment folders are together larger than ``max_student_bytes`` (at least ``max_bytes``) has none
+    of them read: each of their rows gets ``submission-too-large``, as when a zip's student is over budget.
     """
     base = Path(os.path.realpath(root))
     flags = flags or {}
+    budget = None if max_student_bytes is None else max(max_student_bytes, max_bytes)
     found = []
     for student in _student_folders(base):
-        for assignment in sorted(p for p in student.iterdir() if p.name in assignments):
-            found.append(_submission(base / student.name, assignment, flags.get(student.name, []), max_bytes))
+        folders = sorted(p for p in student.iterdir() if p.name in assignments)
+        own = flags.get(student.name, [])
+        if TOO_LARGE not in own and budget is not None and _notebook_bytes(base / student.name, folders) > budget:
+            own = [*own, TOO_LARGE]
+        for assignment in folders:
+            if TOO_LARGE in own:
+                found.append(Submission(student.name, assignment.name, None, tuple(own)))
+            else:
+                found.append(_submission(base / student.name, assignment, own, max_bytes))
     return found
+
+
+def _notebook_bytes(folder: Path, assignments: list[Path]) -> int:
+    """The bytes of the notebooks (regular files, links not followed) directly in ``folder``'s assignment folders
+    (those that are real folders inside it); 0 for a linked folder, which `_submission` refuses anyway."""
+    if folder.is_symlink():
+        return 0
+    total = 0
+    for assignment in assignments:
+        if assignment.is_symlink() or not assignment.is_dir():
+            continue
+        for entry in os.scandir(assignment):
+            if entry.name.endswith(".ipynb") and entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+    return total
 
 
 def shown(name: str) -> str:
@@ -138,7 +168,8 @@ def _is_timestamp(text: str) -> bool:
     return bool(text)
 
 
-def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: int) -> tuple[Path, dict[str, list[str]]]:
+def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: int,
+                max_student_bytes: int = int(MAX_STUDENT_MB * 2**20)) -> tuple[Path, dict[str, list[str]]]:
     """Unzip what is safe; the folder holding the student folders, and flags by student.
 
     A member with an absolute or ``..`` path, one that would be written through a symlink or over
@@ -146,11 +177,17 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
     symlink member is made a symlink only if it points inside its student's folder (otherwise
     skipped); a member larger than ``max_bytes`` once unpacked is dropped. Each flags the student
     the member belongs to. Only the files grading reads are unpacked (a student's notebooks and the
-    exchange's ``timestamp.txt`` and ``submission_secret.txt``), and at most `MAX_UNPACKED_RATIO` times
-    the archive's size in all, so that a small archive cannot fill the disk.
+    exchange's ``timestamp.txt`` and ``submission_secret.txt``).
+
+    Each student (top-level folder) has a budget, ``max_student_bytes`` (at least ``max_bytes``): what is
+    unpacked for them, each folder, link or file counting `ENTRY_BYTES` and a file what it unpacks to besides
+    (counted while unpacking, whatever its header claims). A student who would exceed it gets
+    ``submission-too-large`` and nothing of theirs is kept but their assignment folders, so each of their rows
+    says so; everyone else's files are unpacked as usual. So no student can fill the disk or cost the class
+    its grades.
 
     Raises:
-        CollectionError: the archive cannot be read, or unpacks to more than that.
+        CollectionError: the archive cannot be read.
     """
     try:
         zf = zipfile.ZipFile(archive)
@@ -158,7 +195,9 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
         raise CollectionError(f"{archive} is not a readable zip archive ({error})") from None
     into = Path(os.path.realpath(into))
     flags: dict[str, list[str]] = {}
-    room = MAX_UNPACKED_RATIO * max(archive.stat().st_size, 2**20)
+    budget = max(max_student_bytes, max_bytes)
+    spent: dict[str, int] = {}
+    handed_in: dict[str, set[str]] = {}  # student -> the known assignments they have a member in
     with zf:
         members = zf.infolist()
         top = _common_top(members, assignments)
@@ -166,10 +205,15 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
             name = member.filename
             parts = [p for p in name.split("/") if p not in ("", ".")]
             student = parts[len(top)] if len(parts) > len(top) else ""
+            if len(parts) > len(top) + 1 and parts[len(top) + 1] in assignments and ".." not in parts:
+                handed_in.setdefault(student, set()).add(parts[len(top) + 1])
+            if TOO_LARGE in flags.get(student, ()):
+                continue  # over budget: nothing more of theirs is unpacked
             target = into.joinpath(*parts)
             if name.startswith("/") or ".." in parts or not parts or _unsafe_target(target, into, member.is_dir()):
                 flags.setdefault(student, []).append("unsafe-zip-member")
                 continue
+            left = budget - spent.get(student, 0) - ENTRY_BYTES  # for its contents, once its own entry is paid
             if stat.S_ISLNK(member.external_attr >> 16):
                 link = zf.read(member).decode(errors="replace")
                 resolved = posixpath.normpath(posixpath.join(posixpath.dirname("/".join(parts)), link))
@@ -177,26 +221,54 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
                 if link.startswith("/") or not resolved.startswith(student_root + "/"):
                     flags.setdefault(student, []).append("symlink-outside")
                     continue
+                if left < 0:
+                    flags.setdefault(student, []).append(TOO_LARGE)
+                    continue
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.symlink(link, target)
+                spent[student] = spent.get(student, 0) + ENTRY_BYTES
             elif member.is_dir():
+                if left < 0:
+                    flags.setdefault(student, []).append(TOO_LARGE)
+                    continue
                 target.mkdir(parents=True, exist_ok=True)
+                spent[student] = spent.get(student, 0) + ENTRY_BYTES
             elif len(parts) == len(top) + 3 and (parts[-1].endswith(".ipynb") or parts[-1] in EXCHANGE_FILES):
+                if left < 0:
+                    flags.setdefault(student, []).append(TOO_LARGE)
+                    continue
                 target.parent.mkdir(parents=True, exist_ok=True)
                 try:
-                    written = _copy_at_most(zf, member, target, max_bytes)
-                    problem = "file-too-large" if written is None else None
+                    if parts[-1].endswith(".ipynb"):
+                        written = _copy_at_most(zf, member, target, min(max_bytes, left))
+                        problem = None if written is not None else TOO_LARGE if left < max_bytes else "file-too-large"
+                    else:  # read only when small (`_small_text`): no more of it is unpacked than tells it is not
+                        written = _copy_at_most(zf, member, target, SMALL_TEXT_BYTES + 1, cut=True)
+                        problem = TOO_LARGE if written > left else None
                 except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error):
                     written, problem = None, "unsafe-zip-member"  # a corrupt, encrypted or oddly compressed member
                 if problem:
                     target.unlink(missing_ok=True)
                     flags.setdefault(student, []).append(problem)
                     continue
-                room -= written
-                if room < 0:
-                    raise CollectionError(f"{archive} unpacks to more than {MAX_UNPACKED_RATIO} times its size: "
-                                          "unpack it yourself if it is right, and grade the folder")
-    return into.joinpath(*top), {s: f for s, f in flags.items() if s}
+                spent[student] = spent.get(student, 0) + ENTRY_BYTES + written
+    folder = into.joinpath(*top)
+    for student, found in flags.items():
+        if student and TOO_LARGE in found:
+            _keep_only_assignment_folders(folder / student, handed_in.get(student, set()))
+    return folder, {s: f for s, f in flags.items() if s}
+
+
+def _keep_only_assignment_folders(student: Path, assignments: set[str]) -> None:
+    """Remove what was unpacked for an over-budget student, leaving an empty folder per assignment they handed
+    in, where `find_submissions` finds their rows (and their own, empty, where `without_assignments` names it)."""
+    if student.is_symlink():
+        student.unlink()
+    elif student.exists():
+        shutil.rmtree(student)
+    student.mkdir(parents=True)
+    for assignment in assignments:
+        (student / assignment).mkdir()
 
 
 def _unsafe_target(target: Path, into: Path, folder: bool) -> bool:
@@ -212,14 +284,18 @@ def _unsafe_target(target: Path, into: Path, folder: bool) -> bool:
     return os.path.lexists(target) and not (folder and target.is_dir())
 
 
-def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, max_bytes: int) -> int | None:
+def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, max_bytes: int,
+                  cut: bool = False) -> int | None:
     """Unpack ``member`` to ``target``: the bytes written, or None if it is larger than ``max_bytes``
-    (whatever its header claims: a zip bomb is stopped while unpacking)."""
+    (whatever its header claims: a zip bomb is stopped while unpacking); with ``cut``, its first ``max_bytes``."""
     written = 0
     with zf.open(member) as source, open(target, "wb") as sink:
-        while chunk := source.read(1 << 20):
+        while chunk := source.read(min(1 << 20, max_bytes + 1 - written)):
             written += len(chunk)
             if written > max_bytes:
+                if cut:
+                    sink.write(chunk[:len(chunk) - (written - max_bytes)])
+                    return max_bytes
                 return None
             sink.write(chunk)
     return written

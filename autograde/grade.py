@@ -30,7 +30,7 @@ from pathlib import Path
 import nbformat
 
 from .autograded import Recorder
-from .collection import CollectionError, extract_zip, find_submissions, shown, without_assignments
+from .collection import MAX_STUDENT_MB, CollectionError, extract_zip, find_submissions, shown, without_assignments
 from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
 from .gradebook import GradebookError, has_assignment
 from .notebook import merge, solution_sources
@@ -64,12 +64,14 @@ def _assets(assignments: list[str], db_url: str, root: Path) -> dict[str, tuple]
 
 
 def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str | None = None,
-          limits: Limits = Limits(), root: Path = ROOT, progress: bool = True) -> list[dict]:
+          limits: Limits = Limits(), root: Path = ROOT, progress: bool = True,
+          max_submission_mb: float = MAX_STUDENT_MB) -> list[dict]:
     """Grade every submission under ``submissions`` (folder or .zip); see the module docstring.
 
     Args:
         out: where nbgrader's folders and grades.csv go; default: the course root ``root``.
         db_url: the gradebook; default: the course's nbgrader config's.
+        max_submission_mb: a student's notebooks together (all assignments): over it, none of them is read.
     Returns:
         the rows written to ``out/grades.csv``, sorted by student and assignment.
     Raises:
@@ -79,7 +81,7 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
     config = nbgrader_config(db_url, root)
     db_url = config.CourseDirectory.db_url
     known = assignment_ids(root / "solutions")
-    max_bytes = int(limits.notebook_mb * 2**20)
+    max_bytes, student_bytes = int(limits.notebook_mb * 2**20), int(max_submission_mb * 2**20)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -87,14 +89,14 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
     with tempfile.TemporaryDirectory() as tmp:
         try:
             if submissions.suffix == ".zip" and submissions.is_file():
-                folder, found = extract_zip(submissions, Path(tmp) / "zip", known, max_bytes)
+                folder, found = extract_zip(submissions, Path(tmp) / "zip", known, max_bytes, student_bytes)
             elif submissions.is_dir():
                 folder, found = submissions, {}
             else:
                 raise CollectionError(f"{submissions} is neither a folder nor a .zip of one")
         except CollectionError as error:
             raise GradingError(str(error)) from None
-        subs = find_submissions(folder, known, max_bytes, found)
+        subs = find_submissions(folder, known, max_bytes, found, student_bytes)
         for name in without_assignments(folder, known):
             print(f"not graded: {shown(name)}/ holds no folder named after an assignment ({', '.join(known)})",
                   file=sys.stderr)

@@ -1,6 +1,6 @@
 """Collecting submissions: a symlink or zip member that leaves its student's folder is refused with
-a flag, one bad member costs only its student, nbgrader's timestamp.txt is read only when it is
-what it claims, and a spreadsheet never runs a cell of grades.csv."""
+a flag, one bad member or one student over budget costs only that student, nbgrader's timestamp.txt
+is read only when it is what it claims, and a spreadsheet never runs a cell of grades.csv."""
 import csv
 import os
 import stat
@@ -8,7 +8,8 @@ import zipfile
 
 import pytest
 
-from autograde.collection import CollectionError, extract_zip, find_submissions, without_assignments
+from autograde import collection
+from autograde.collection import SMALL_TEXT_BYTES, CollectionError, extract_zip, find_submissions, without_assignments
 from autograde.grade import _write_csv
 
 A, B = "ch01_attention", "ch02_multihead"
@@ -214,21 +215,74 @@ def test_a_student_folder_without_an_assignment_folder_is_named(tmp_path):
     assert without_assignments(tmp_path, [A]) == ["s2"]
 
 
-def test_a_zip_unpacks_only_what_grading_reads_and_a_bomb_of_small_members_is_stopped(tmp_path, monkeypatch):
+def test_a_zip_unpacks_only_what_grading_reads(tmp_path):
     archive = tmp_path / "class.zip"
     _zip_with(archive, [(f"s1/{A}/{A}.ipynb", "{}", False), (f"s1/{A}/timestamp.txt", "2026-11-26 10:00:00", False),
-                        (f"s1/{A}/data/weights.bin", "x" * 500, False), ("s1/notes.txt", "x", False)])
+                        (f"s1/{A}/data/weights.bin", "x" * 500, False), ("s1/notes.txt", "x", False),
+                        (f"s2/{A}/{A}.ipynb", "{}", False), (f"s2/{A}/timestamp.txt", " " * (LIMIT - 1), False)])
     folder, flags = extract_zip(archive, tmp_path / "out", [A], LIMIT)
     unpacked = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-    assert unpacked == [f"s1/{A}/{A}.ipynb", f"s1/{A}/timestamp.txt"] and flags == {}
-    # many members, each under the size limit, that add up to far more than the archive
-    monkeypatch.setattr("autograde.collection.MAX_UNPACKED_RATIO", 2)
-    bomb = tmp_path / "bomb.zip"
-    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+    assert unpacked == [f"s1/{A}/{A}.ipynb", f"s1/{A}/timestamp.txt", f"s2/{A}/{A}.ipynb", f"s2/{A}/timestamp.txt"]
+    assert flags == {}
+    # a timestamp.txt is read only when small: no more of it is unpacked than shows it is not
+    assert (folder / "s2" / A / "timestamp.txt").stat().st_size == SMALL_TEXT_BYTES + 1
+    assert _by_student(find_submissions(folder, [A], LIMIT))[("s2", A)].flags == ("bad-timestamp",)
+
+
+def _whitespace_notebook(megabytes):
+    return "{" + " " * int(megabytes * 10**6) + '"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
+
+
+def test_one_students_hoard_in_a_class_zip_costs_that_student_not_the_class(tmp_path):
+    """Six 19 MB notebooks of whitespace (each under the 20 MB limit, a few kB zipped) in one student's folder:
+    that student's rows are flagged and nothing of theirs is kept, everyone else's is unpacked."""
+    archive = tmp_path / "class.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(f"alice/{A}/{A}.ipynb", "{}")
+        for i in range(6):
+            zf.writestr(f"hoarder/{A if i < 3 else B}/{'copy' * i}{A if i < 3 else B}.ipynb", _whitespace_notebook(19))
+        zf.writestr(f"zed/{B}/{B}.ipynb", "{}")
+    folder, flags = extract_zip(archive, tmp_path / "out", [A, B], 20 * 2**20)
+    assert flags == {"hoarder": ["submission-too-large"]}
+    kept = sorted(str(p.relative_to(folder)) for p in (folder / "hoarder").rglob("*"))
+    assert kept == [f"hoarder/{A}", f"hoarder/{B}"]
+    subs = _by_student(find_submissions(folder, [A, B], 20 * 2**20, flags))
+    assert subs[("hoarder", A)].path is None and subs[("hoarder", A)].flags == ("submission-too-large",)
+    assert subs[("hoarder", B)].path is None and subs[("hoarder", B)].flags == ("submission-too-large",)
+    assert subs[("alice", A)].path is not None and subs[("zed", B)].path is not None
+
+
+def test_a_bomb_of_small_members_or_folders_stops_at_its_students_budget(tmp_path, monkeypatch):
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(f"alice/{A}/{A}.ipynb", "{}")
         for i in range(3000):
-            zf.writestr(f"s{i}/{A}/{A}.ipynb", "x" * LIMIT)
-    with pytest.raises(CollectionError, match="unpacks to more than 2 times its size"):
-        extract_zip(bomb, tmp_path / "bomb", [A], LIMIT)
+            zf.writestr(f"bomb/{A}/{i}.ipynb", "x" * LIMIT)
+        for i in range(3000):
+            zf.writestr(f"dirs/{A}/{i}/", "")
+    unpacked = []
+    copy = collection._copy_at_most
+
+    def counted(zf, member, target, max_bytes, cut=False):
+        written = copy(zf, member, target, max_bytes, cut)
+        unpacked.append((member.filename.split("/")[0], written or 0))
+        return written
+
+    monkeypatch.setattr(collection, "_copy_at_most", counted)
+    folder, flags = extract_zip(archive, tmp_path / "bomb", [A], LIMIT, max_student_bytes=100 * LIMIT)
+    assert flags == {"bomb": ["submission-too-large"], "dirs": ["submission-too-large"]}
+    assert sum(n for student, n in unpacked if student == "bomb") <= 100 * LIMIT  # never more on disk than that
+    assert not list((folder / "dirs" / A).iterdir()) and (folder / "alice" / A / f"{A}.ipynb").exists()
+
+
+def test_a_students_notebooks_over_budget_in_a_folder_cost_only_that_student(tmp_path):
+    _notebook(tmp_path, "alice")
+    for assignment in (A, B):
+        _notebook(tmp_path, "hoarder", assignment, "x" * (LIMIT - 1))
+    (tmp_path / "hoarder" / A / "spare.ipynb").write_text("x" * (LIMIT - 1))
+    subs = _by_student(find_submissions(tmp_path, [A, B], LIMIT, max_student_bytes=2 * LIMIT))
+    assert {subs[("hoarder", a)].flags for a in (A, B)} == {("submission-too-large",)}
+    assert subs[("hoarder", A)].path is None and subs[("alice", A)].path is not None and subs[("alice", A)].flags == ()
 
 
 def test_only_macos_own_folder_is_skipped_not_a_student_whose_name_starts_like_it(tmp_path):
