@@ -16,8 +16,9 @@ file functions, ``torch.load``…), ``runs-commands`` (``subprocess``, ``os.syst
 builtin under another name), ``introspection`` (the tools that reach into the running interpreter: ``gc``,
 ``inspect`` but for ``inspect.signature`` and its like, ``ctypes``, threads (``asyncio`` too), signals, frames,
 ``sys.settrace``, ``sys.getprofile``, an object's ``__globals__``, ``__closure__``, ``__subclasses__``, ``object.__setattr__`` …),
-``torch-internals`` (``torch.ops``, torch's ``_C`` extension, ``torch.jit``, ``Tensor.as_subclass``: doors
-to the library's work that no exercise needs), ``syntax-error``, and ``unaudited-code`` (a cell too large
+``torch-internals`` (``torch.ops``, torch's ``_C`` extension, ``torch.jit``, ``Tensor.as_subclass``, and every
+private name of torch's: its modules ``_decomp``, ``_refs`` and ``_prims``, ``_softmax``, a kernel such as
+``_scaled_dot_product_flash_attention_for_cpu``: doors to the library's work that no exercise needs), ``syntax-error``, and ``unaudited-code`` (a cell too large
 or too deeply nested to read: look at it).
 """
 from __future__ import annotations
@@ -150,9 +151,16 @@ def _module_flags(module: str) -> set[str]:
     if (top in _INTROSPECTION_MODULES or module in _INTROSPECTION_MODULES or
             module.rpartition(".")[2] in _INTROSPECTION_ATTRIBUTES) and module not in _PLAIN_NAMES and not plain_inspect:
         flags.add("introspection")
-    if top == "torch" and (set(module.split(".")[1:]) & (_TORCH_INTERNALS | _TORCH_HOOKS)):
+    if top == "torch" and (set(module.split(".")[1:]) & (_TORCH_INTERNALS | _TORCH_HOOKS)
+                           or any(_private(part) for part in module.split(".")[1:])):
         flags.add("torch-internals")
     return flags
+
+
+def _private(name: str) -> bool:
+    """A private name of PyTorch's (``_decomp``, ``_refs``, ``_softmax``, a kernel's ``_scaled_dot_product_…``): the
+    same computation as a public function the exercise forbids, under a name the delegation flag may not know."""
+    return name.startswith("_") and not name.startswith("__")
 
 
 def audit(sources: list[str]) -> list[str]:
@@ -285,8 +293,8 @@ def _attribute_flags(node: ast.Attribute, imported: dict[str, str]) -> set[str]:
         and node.value.func.id == "super"  # super().__setattr__ in a module's own __setattr__
     if node.attr in _INTROSPECTION_ATTRIBUTES and not own_class:
         flags.add("introspection")
-    if (node.attr in _TORCH_INTERNALS and bound.split(".")[0] == "torch") or node.attr == "as_subclass" \
-            or node.attr in _TORCH_HOOKS:
+    if ((node.attr in _TORCH_INTERNALS or _private(node.attr)) and bound.split(".")[0] == "torch") \
+            or node.attr == "as_subclass" or node.attr in _TORCH_HOOKS:
         flags.add("torch-internals")
     if node.attr == "modules" and bound == "sys":
         flags.add("dynamic-code")

@@ -29,14 +29,13 @@ In a notebook (the test cells of ``solutions/chNN_slug/chNN_slug.md``)::
 
 ``check`` raises `CheckFailed` (an ``AssertionError``, so nbgrader scores the cell 0) with a
 message that names the likely mistake; on success it prints one line. In pytest use
-``Exercise.run(candidate, hidden=True, guarded=False)``, which returns a `Report` (see
+``Exercise.run(candidate, hidden=True)``, which returns a `Report` (see
 `tests/exercise_proofs.py`). Writing a chapter's exercises: see ``autograde/README.md``.
 """
 from __future__ import annotations
 
-import contextlib
+import functools
 import importlib
-import inspect
 import math
 import random
 import sys
@@ -50,16 +49,16 @@ import torch
 
 from . import wire
 from .adapters import AS_BUILT, TRAINING, Dims, FunctionAdapter, ModuleAdapter
+from .building import build, module_parameters
 from .comparison import Tolerance, compare, error_hint, same
+from .delegation import forbidden_ops, named
 from .display import indent, show, show_named
 from .evaluation import CheckFailed, Outcome, evaluate, flatten
 from .inputs import Call, randn, random_dims
-from .integrity import Forbid, ForbiddenCall, Snapshot, forbid_everywhere, nested_code
 
 __all__ = [
     "Call", "Case", "Mistake", "Exercise", "ModuleAdapter", "FunctionAdapter", "CheckFailed", "Report",
-    "ForbiddenCall", "Candidate", "LocalCandidate", "check", "get_exercise", "guard_for", "passed_line", "randn",
-    "random_dims", "SNAPSHOT",
+    "Candidate", "LocalCandidate", "check", "get_exercise", "passed_line", "randn", "random_dims",
 ]
 
 FIX_PREFIX = "How to fix it: "
@@ -67,9 +66,6 @@ FIX_PREFIX = "How to fix it: "
 MISTAKE_PREFIX = "Likely mistake — "
 """Starts the line of a failure message that names a recognised mistake and its hint."""
 
-# Captured at import, before any student code can run in this process (CPU generator only, as in
-# `autograde.evaluation`).
-_fork_rng, _manual_seed = torch.random.fork_rng, torch.default_generator.manual_seed
 
 
 # --------------------------------------------------------------------------- specs
@@ -120,7 +116,8 @@ class Exercise:
         shapes: sizes from smallest to largest; failures are shrunk along this ladder.
         visible, hidden: the cases of ``check(...)`` and ``check(..., hidden=True)``.
         mistakes: the catalogue of broken implementations with their hints.
-        forbidden: library functions/classes that would do the exercise (tfm_ref always is).
+        forbidden: PyTorch functions/classes that would do the exercise: their operators are watched
+            (a flag, `autograde.delegation`); tfm_ref's reference is withheld while grading.
         allowed: tfm_ref functions the student may call (helpers from earlier exercises).
         arg_names: names shown for positional arguments in failure messages.
         adapter: `FunctionAdapter()` (default) or a `ModuleAdapter`.
@@ -134,6 +131,8 @@ class Exercise:
             already decoded): shrinking sets them too, but an offset of 0 is not a small input.
         input_note: how the shown input reaches the student's function, where the check calls it
             through a wrapper (train_step, once per stacked batch).
+        withheld: tfm_ref objects that compute the exercise whole besides its reference (a training loop for
+            a training step): the sandbox lacks them while grading (`autograde.sandbox_tree`).
     """
 
     name: str
@@ -154,20 +153,19 @@ class Exercise:
     output_names: Sequence[str] = ()
     offsets: Sequence[str] = ()
     input_note: str = ""
-    unwrapped_reference: Callable = field(init=False, repr=False, compare=False)  # set in __post_init__
+    withheld: Sequence[object] = ()
+    forbidden_ops: tuple[str, ...] = field(init=False, repr=False, compare=False)  # set in __post_init__
+    allowed_names: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)  # set in __post_init__
 
     def __post_init__(self) -> None:
         if not self.key:
             object.__setattr__(self, "key", self.name)
-        # tuples: a student's cell could empty a list in place, which putting the attribute back would not undo
-        for name in ("shapes", "visible", "hidden", "mistakes", "forbidden", "allowed", "uses"):
+        for name in ("shapes", "visible", "hidden", "mistakes", "forbidden", "allowed", "uses", "withheld"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if not self.shapes or not self.visible:
             raise ValueError(f"exercise {self.name!r} needs at least one shape and one visible case")
-        # the reference under its decorators, found now, as the catalogue loads, before any student code: unwrapping
-        # later would read a `__wrapped__` a cell had planted on it, and run code of the student's outside the guard
-        unwrapped = self.reference if isinstance(self.reference, type) else inspect.unwrap(self.reference)
-        object.__setattr__(self, "unwrapped_reference", unwrapped)
+        object.__setattr__(self, "forbidden_ops", forbidden_ops(self.forbidden))
+        object.__setattr__(self, "allowed_names", named(self.allowed))
 
     @property
     def tolerance(self) -> Tolerance:
@@ -178,31 +176,28 @@ class Exercise:
         """The keys of ``shapes``: the sizes (and offsets) an input is shrunk along; a case's other keys are flags."""
         return {k for shape in self.shapes for k in shape}
 
-    def run(self, candidate: Callable | Candidate, hidden: bool = False, *, guarded: bool = True,
-            seed: int | None = None, reveal_fix: bool = True) -> Report:
+    def run(self, candidate: Callable | Candidate, hidden: bool = False, *, seed: int | None = None,
+            reveal_fix: bool = True) -> Report:
         """Run the visible (or visible + hidden) cases; never raises for a wrong answer.
 
-        ``candidate`` is the student's function or class (run here, under the integrity guard
-        unless ``guarded=False``: pytest runs the reference and the mistakes as candidates), or
-        a `Candidate` that runs it elsewhere. ``reveal_fix=False`` keeps a recognised mistake's
-        fix out of the message (a student's first failure in their own kernel).
+        ``candidate`` is the student's function or class (run here), or a `Candidate` that runs it
+        elsewhere. ``reveal_fix=False`` keeps a recognised mistake's fix out of the message (a
+        student's first failure in their own kernel).
         """
         if not isinstance(candidate, Candidate):
-            candidate = LocalCandidate(candidate, guarded)
+            candidate = LocalCandidate(candidate)
         seed = random.SystemRandom().randrange(2**31) if seed is None else seed
         cases = [*self.visible, *self.hidden] if hidden else list(self.visible)
         started = time.perf_counter()
         for index, case in enumerate(cases):
             failure = _run_case(self, case, candidate, seed + 7919 * index)
             if failure is not None:
-                # for a forbidden call, only an earlier function that made the call is to blame: check no other
-                suspects = [u for u in self.uses if not failure.forbidden or failure.called_through(u.name)]
-                failing_uses = [] if failure.stub else _failing_uses(suspects, candidate, seed)
+                failing_uses = [] if failure.stub else _failing_uses(self.uses, candidate, seed)
                 message = failure.message(self, case, seed, hidden, reveal_fix, failing_uses)
                 return Report(self.name, False, failure.mistake, message, len(cases),
-                              forbidden_call=failure.forbidden,
-                              fix_shown=bool(reveal_fix and failure.fix))
-        return Report(self.name, True, None, "", len(cases), time.perf_counter() - started)
+                              delegated=tuple(candidate.delegated), fix_shown=bool(reveal_fix and failure.fix))
+        return Report(self.name, True, None, "", len(cases), time.perf_counter() - started,
+                      delegated=tuple(candidate.delegated))
 
     def check(self, candidate: Callable, hidden: bool = False) -> Report:
         """`run`, raising `CheckFailed` with the diagnosis on failure; prints a line on success.
@@ -217,13 +212,15 @@ class Exercise:
                 _FAILED_BEFORE.add((self.key, report.mistake))
             raise CheckFailed(report.message)
         print(passed_line(report, hidden))
+        if report.delegated:
+            print(delegation_note(report))
         return report
 
 
 @dataclass(frozen=True)
 class Report:
     """The outcome of a check. ``mistake`` is the catalogued mistake recognised, if any;
-    ``forbidden_call`` says the student's code called something off limits."""
+    ``delegated``: the exercise's forbidden PyTorch operators that ran in the student's code (a flag)."""
 
     exercise: str
     passed: bool
@@ -231,12 +228,18 @@ class Report:
     message: str
     n_cases: int
     seconds: float = 0.0
-    forbidden_call: bool = False
+    delegated: tuple[str, ...] = ()
     fix_shown: bool = False
 
 
 _FAILED_BEFORE: set[tuple[str, str]] = set()
 """(exercise key, mistake) pairs that already failed in this process: their fix is shown next time."""
+
+
+def delegation_note(report: Report) -> str:
+    """What a check says when the student's code ran an operator that does the exercise (it still counts)."""
+    return (f"⚠ {report.exercise}: your code ran PyTorch's {', '.join(report.delegated)}, which does this exercise "
+            "for you. It passes, but grading flags it for your instructor to read: write the computation yourself.")
 
 
 def passed_line(report: Report, hidden: bool) -> str:
@@ -249,7 +252,11 @@ def passed_line(report: Report, hidden: bool) -> str:
 
 class Candidate:
     """The student's implementation, wherever it runs: `evaluate` gives its `Outcome` on one input;
-    `sibling` is the student's implementation of another exercise of the same notebook."""
+    `sibling` is the student's implementation of another exercise of the same notebook. ``delegated``
+    gathers the forbidden operators its evaluations ran (`autograde.delegation`)."""
+
+    def __init__(self) -> None:
+        self.delegated: dict[str, None] = {}
 
     def evaluate(self, exercise: Exercise, case: Case, call: Call, dims: Dims, seed: int,
                  weights: dict[str, torch.Tensor] | None) -> Outcome:
@@ -264,77 +271,64 @@ class Candidate:
 
 
 class LocalCandidate(Candidate):
-    """The student's function or class in this process, called under the integrity guard
-    (unless ``guarded`` is False)."""
+    """The student's function or class (or a mistake, or a reference) in this process."""
 
-    def __init__(self, impl: Callable, guarded: bool = True):
-        self.impl, self.guarded = impl, guarded
+    def __init__(self, impl: Callable):
+        super().__init__()
+        self.impl = impl
 
     def sibling(self, exercise: Exercise) -> Candidate | None:
         namespace = getattr(self.impl, "__globals__", None)
         if namespace is None:  # a class: the namespace of the module (the notebook) it was defined in
             namespace = vars(sys.modules.get(getattr(self.impl, "__module__", ""), sys))
         other = namespace.get(exercise.name)
-        return LocalCandidate(other, self.guarded) if callable(other) and other is not self.impl else None
+        return LocalCandidate(other) if callable(other) and other is not self.impl else None
 
     def names(self, name: str) -> bool | None:
         """True where the code of the function, or of a method of the class and its own bases, names ``name``;
         None otherwise: the code may still reach it under another name."""
-        impl = self.impl
-        if type(impl) is types.FunctionType:
-            functions = [impl]
-        elif isinstance(impl, type):
-            functions = [f for klass in impl.__mro__ if not klass.__module__.startswith(("torch", "builtins"))
-                         for f in vars(klass).values() if type(f) is types.FunctionType]
-        else:
-            return None
-        named = any(name in code.co_names for f in functions for code in nested_code(f.__code__))
+        named = any(name in code.co_names for code in code_of(self.impl))
         return True if named else None
 
     def evaluate(self, exercise: Exercise, case: Case, call: Call, dims: Dims, seed: int,
-                 weights: dict[str, torch.Tensor] | None, sealed: bool = False) -> Outcome:
-        """The outcome; ``sealed``: its output and gradients encoded for the wire under the guard, in its ``sealed``
-        (the tree of the output, that of the gradients, their bytes), and read no more (`evaluation.evaluate`)."""
-        adapter = exercise.adapter
-        guard = guard_for(exercise) if self.guarded else None
-        outcome = evaluate(lambda: adapter.candidate(self.impl, dims, weights, case.dtype), call, grad=case.grad,
-                           seed=seed, parameters=adapter.parameters, seal=_encoded if sealed else _output_encodes,
-                           **({"guard": guard} if guard else {}))
-        if isinstance(outcome.sealed, wire.WireError):
-            # what a graded run could not send back (a NumPy number, a Tensor subclass) fails in a notebook alike
-            raise CheckFailed(str(outcome.sealed)) from None
-        if outcome.changed:  # a right output from code that also spoils its caller's tensors is no pass
-            named = call.named(exercise.arg_names)
-            changed = " and ".join(f"`{named[i][0]}`" for i in outcome.changed)
-            raise CheckFailed(f"your code changed its input {changed} in place; the caller still needs it as it "
-                              "was. Compute into a new tensor (e.g. torch.cat, .clone(), or an out-of-place "
-                              "operation) instead of writing into the argument.")
+                 weights: dict[str, torch.Tensor] | None) -> Outcome:
+        plan = exercise.adapter.plan(dims)
+        outcome = evaluate(lambda: build(plan, self.impl, weights, case.dtype), call, grad=case.grad, seed=seed,
+                           parameters=module_parameters, watch=exercise.forbidden_ops,
+                           allowed=exercise.allowed_names)
+        self.delegated.update(dict.fromkeys(outcome.delegated))
+        try:  # what a graded run could not send back (a NumPy number, a Tensor subclass) fails in a notebook alike
+            wire.encode(outcome.output, [], path="your output")
+        except wire.WireError as error:
+            raise CheckFailed(str(error)) from None
         return outcome
 
 
-def guard_for(exercise: Exercise) -> Callable[[], Forbid]:
-    """The integrity guard of a check of ``exercise``: what it forbids, and its reference wherever it is called from
-    (an allowed tfm_ref method can pass on any call it is handed)."""
-    return lambda: Forbid((*exercise.forbidden, exercise.unwrapped_reference), allowed=exercise.allowed)
+def code_of(impl: object) -> list[types.CodeType]:
+    """The code objects (nested ones too) of a function, or of the methods of a class and its own bases."""
+    if type(impl) is types.FunctionType:
+        functions = [impl]
+    elif isinstance(impl, type):
+        functions = [f for klass in impl.__mro__ if not klass.__module__.startswith(("torch", "builtins"))
+                     for f in vars(klass).values() if type(f) is types.FunctionType]
+    else:
+        return []
+    found, todo = [], [f.__code__ for f in functions]
+    while todo:
+        code = todo.pop()
+        found.append(code)
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return found
 
 
-def _encoded(outcome: Outcome) -> tuple[dict, dict, list[bytes]] | wire.WireError:
-    """The outcome's output and gradients for the wire: their trees and their bytes; or why they cannot be sent."""
-    blobs: list[bytes] = []
-    try:
-        return (wire.encode(outcome.output, blobs, path="your output"),
-                wire.encode(outcome.grads, blobs, path="the gradients"), blobs)
-    except wire.WireError as error:
-        return error
-
-
-def _output_encodes(outcome: Outcome) -> wire.WireError | None:
-    """Why the output could not be sent back from a graded run, or None."""
-    try:
-        wire.encode(outcome.output, [], path="your output")
-    except wire.WireError as error:
-        return error
-    return None
+def _refuse_changed_inputs(exercise: Exercise, call: Call, outcome: Outcome) -> None:
+    """A right output from code that also spoils its caller's tensors is no pass."""
+    if outcome.changed:
+        named = call.named(exercise.arg_names)
+        changed = " and ".join(f"`{named[i][0]}`" for i in outcome.changed)
+        raise CheckFailed(f"your code changed its input {changed} in place; the caller still needs it as it "
+                          "was. Compute into a new tensor (e.g. torch.cat, .clone(), or an out-of-place "
+                          "operation) instead of writing into the argument.")
 
 
 # --------------------------------------------------------------------------- a case, shrunk and diagnosed
@@ -355,28 +349,6 @@ class _Failure:
     setup: bool = False  # the student's object could not be built or differentiated: no outputs to show
     random: bool = False  # the student's output changes with the call's random seed, the reference's does not
     shrunk: bool = False  # found on a smaller input than the case's own: the numbers are that input's
-
-    @property
-    def forbidden(self) -> bool:
-        return self.got.error_type == ForbiddenCall.__name__
-
-    def called_through(self, function: str) -> bool:
-        """Did the error pass through the student's function of that name (a frame of its traceback)?"""
-        return any(line.rstrip().endswith(f", in {function}") for line in self.got.trace.splitlines())
-
-    def _forbidden_details(self, exercise: Exercise, failing_uses: list[tuple[Report, bool | None]]) -> list[str]:
-        """Where the forbidden call was made and what to call instead (unless the student's own earlier
-        function is what made it); no input, since every input fails alike."""
-        lines = []
-        if exercise.uses and not failing_uses:
-            names = [f"`{used.name}`" for used in exercise.uses]
-            listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
-            lines.append(f"Your own {listed} from {'an earlier exercise' if len(names) == 1 else 'earlier exercises'} "
-                         "may be called here.")
-        called_from = self.got.trace.splitlines()[:-1]  # its last line repeats the message above
-        if called_from:
-            lines += ["", "Your code called it here:", indent("\n".join(called_from))]
-        return lines
 
     def message(self, exercise: Exercise, case: Case, seed: int, hidden: bool, reveal_fix: bool,
                 failing_uses: list[tuple[Report, bool | None]]) -> str:
@@ -419,8 +391,6 @@ class _Failure:
                          "with the rate it is given, at the places the notebook gives, in the same order. Dropout at "
                          "another place, with another rate, missing, or written by hand with torch.rand draws other "
                          "numbers.")
-        if self.forbidden:
-            return "\n".join(lines + self._forbidden_details(exercise, failing_uses))
         if self.got.trace:
             lines += ["", "Your code raised:", indent(self.got.trace)]
         built = exercise.adapter.describe(exercise.name, self.dims) if hasattr(exercise.adapter, "describe") else None
@@ -463,8 +433,8 @@ def gradient_names(exercise: Exercise, call: Call, weights: dict[str, torch.Tens
 
 def _reference(exercise: Exercise, dims: Dims, dtype: torch.dtype, seed: int) -> Any:
     """The reference function, or its module built (and initialised) under ``seed``."""
-    with _fork_rng(devices=[]):
-        _manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)
         return exercise.adapter.reference(exercise.reference, dims, dtype)
 
 
@@ -474,11 +444,12 @@ def _attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, s
     adapter = exercise.adapter
     reference = _reference(exercise, dims, case.dtype, seed)
     weights = adapter.weights(reference)
-    expected = evaluate(lambda: reference, call, grad=case.grad, seed=seed, parameters=adapter.parameters)
+    expected = evaluate(lambda: reference, call, grad=case.grad, seed=seed, parameters=module_parameters)
     if expected.error is not None:
         raise RuntimeError(f"the reference failed on case {case.label!r}: {expected.trace}")
     try:
         got = candidate.evaluate(exercise, case, call, dims, seed, weights)
+        _refuse_changed_inputs(exercise, call, got)
     except CheckFailed as error:  # the student's object could not be built, or has no gradient path
         return _Failure(str(error), dict(dims), call, weights, expected, Outcome(error_type=CheckFailed.__name__),
                         setup=True)
@@ -499,7 +470,7 @@ def _run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -
     failure = _attempt(exercise, case, candidate, dims, seed)
     if failure is None:
         return None
-    if failure.stub or failure.forbidden:
+    if failure.stub:
         return failure
     # Diagnose on the input that failed, then show the smallest input that still fails in the same way
     # (an exception stays that exception: a mask that does not broadcast is no clue once a smaller input
@@ -542,7 +513,7 @@ def _random_where_the_reference_is_not(exercise: Exercise, case: Case, candidate
     where the reference's does not (dropout left on, say)?"""
     other = seed + 1
     reference = _reference(exercise, failure.dims, case.dtype, seed)
-    expected = evaluate(lambda: reference, failure.call, grad=False, seed=other, parameters=exercise.adapter.parameters)
+    expected = evaluate(lambda: reference, failure.call, grad=False, seed=other, parameters=module_parameters)
     if not same(expected, failure.expected, _tolerance(exercise, case)):
         return False
     try:
@@ -627,7 +598,7 @@ def _told_apart(exercise: Exercise, case: Case, candidate: Candidate, failure: _
 def _outcome_of(mistake: Mistake, exercise: Exercise, case: Case, failure: _Failure, seed: int) -> Outcome | None:
     """What the catalogued ``mistake`` gives on ``failure``'s input; None if it cannot be built there."""
     try:
-        return LocalCandidate(mistake.impl, guarded=False).evaluate(exercise, case, failure.call, failure.dims, seed,
+        return LocalCandidate(mistake.impl).evaluate(exercise, case, failure.call, failure.dims, seed,
                                                                     failure.weights)
     except CheckFailed:
         return None
@@ -651,10 +622,6 @@ def _failure_kind(expected: Outcome, got: Outcome) -> str | None:
 
 # --------------------------------------------------------------------------- registry and entry point
 
-SNAPSHOT = Snapshot()
-"""The protected namespaces as they were when the checks were first loaded in this process."""
-
-
 def get_exercise(key: str) -> Exercise:
     """``"ch01_attention.softmax"`` → the `Exercise` with key ``softmax`` in
     ``autograde/exercises/ch01_attention.py`` (its ``EXERCISES`` tuple)."""
@@ -666,25 +633,6 @@ def get_exercise(key: str) -> Exercise:
         if exercise.key == name:
             return exercise
     raise ValueError(f"{chapter} has no exercise {name!r}; it has {[e.key for e in module.EXERCISES]}")
-
-
-def protect() -> None:
-    """Record the protected namespaces the first time (loading every chapter's checks first),
-    put them back every later time: undoes a student cell's patching of torch, numpy, tfm_ref
-    or autograde before a check runs in the same process."""
-    if SNAPSHOT.taken:
-        SNAPSHOT.restore()
-        return
-    from .exercises import catalogued, load_all
-
-    load_all()
-    forbid_everywhere(catalogued())
-    SNAPSHOT.take()
-    # tqdm's monitor would start a thread inside a check, which the guard refuses
-    with contextlib.suppress(ImportError):
-        import tqdm
-
-        tqdm.tqdm.monitor_interval = 0
 
 
 def _show_failures_plainly() -> None:
@@ -711,9 +659,43 @@ def check(key: str, candidate: Callable, hidden: bool = False) -> None:
     Raises:
         CheckFailed: with the likely mistake and the smallest failing input.
     """
-    protect()
     _show_failures_plainly()
     exercise = get_exercise(key)
     if not callable(candidate):
         raise CheckFailed(f"✗ {exercise.name}: expected a function or class, got {type(candidate).__name__}")
+    _refuse_what_grading_lacks(key.rpartition(".")[0], exercise, candidate)
     exercise.check(candidate, hidden)
+
+
+def _refuse_what_grading_lacks(assignment: str, exercise: Exercise, candidate: Callable) -> None:
+    """Code that uses tfm_ref's withheld answer, or the grader's own code, would pass here and fail when graded,
+    where neither is in the sandbox (`autograde.sandbox_tree`): say so now, in the student's own kernel."""
+    from .sandbox_tree import origin, withheld
+
+    held = withheld(assignment)
+    for used in _objects_used(candidate):
+        where = origin(used)
+        if where in held:
+            raise CheckFailed(f"✗ {exercise.name}: your code uses tfm_ref's `{where[1]}`, which is what this exercise "
+                              f"asks you to write (or computes it whole). When {assignment} is graded, tfm_ref has no "
+                              "such function: write the computation yourself.")
+        if str(getattr(used, "__module__", "")).startswith("autograde"):
+            raise CheckFailed(f"✗ {exercise.name}: your code uses the grader's own `{used.__name__}`, which is not "
+                              "there when your notebook is graded: write the computation yourself.")
+
+
+def _objects_used(candidate: Callable) -> list[object]:
+    """The candidate, what it wraps (a ``functools.partial``), and the globals its code names (attributes of
+    modules too: ``tfm_ref.softmax``)."""
+    found, impl = [candidate], candidate
+    while isinstance(impl, functools.partial):
+        impl = impl.func
+        found.append(impl)
+    functions = [impl] if type(impl) is types.FunctionType else [
+        f for klass in getattr(impl, "__mro__", ()) for f in vars(klass).values() if type(f) is types.FunctionType]
+    for function in functions:
+        names = {n for code in code_of(function) for n in code.co_names}
+        for name in names:
+            value = function.__globals__.get(name)
+            found += [getattr(value, n, None) for n in names] if isinstance(value, types.ModuleType) else [value]
+    return [f for f in found if f is not None and not isinstance(f, types.ModuleType)]

@@ -16,7 +16,6 @@ import torch
 
 from .display import brief
 from .evaluation import Outcome, flatten
-from .integrity import ForbiddenCall
 
 __all__ = ["Tolerance", "tolerance", "difference", "compare", "error_hint", "same"]
 
@@ -147,7 +146,7 @@ def compare(expected: Outcome, got: Outcome, override: Tolerance = (None, None),
     and which gradient, when the output matches but a gradient does not. ``names`` say what
     each gradient is with respect to, ``output_names`` what each item of a tuple output is."""
     if got.error is not None:  # a forbidden call's message already says "your code called …"
-        return (got.error if got.error_type == ForbiddenCall.__name__ else f"your code raised {got.error}"), None
+        return f"your code raised {got.error}", None
     problem = difference(expected.output, got.output, override, names=output_names)
     if problem is not None or not expected.grads:
         return problem, None

@@ -17,14 +17,10 @@ from typing import Any
 
 import torch
 
+from .delegation import Watch
 from .inputs import Call
-from .integrity import type_name
 
-__all__ = ["CheckFailed", "Outcome", "evaluate", "flatten", "describe_error", "plain_error"]
-
-# Captured at import, before any student code runs in this process. Only the CPU generator is
-# seeded: torch.manual_seed also queues seeds for every accelerator, recording a stack each time.
-_fork_rng, _manual_seed, _grad = torch.random.fork_rng, torch.default_generator.manual_seed, torch.autograd.grad
+__all__ = ["CheckFailed", "Outcome", "evaluate", "flatten", "describe_error"]
 
 
 class CheckFailed(AssertionError):
@@ -44,61 +40,37 @@ class Outcome:
     error_type: str | None = None
     trace: str = ""  # the traceback frames of the student's own code
     changed: list[int] = field(default_factory=list)  # the arguments the call changed in place (`Call.changed_from`)
-    sealed: Any = None  # what ``seal`` made of it under the guard (the runner: its bytes, which nothing can change)
-    # what the student's code touched (its inputs, its object, its output; a raised exception, whose frames hold them),
-    # kept alive with the outcome: the runner drops it once the reply is sent, so no finalizer of theirs runs before
-    held: list = field(default_factory=list, repr=False, compare=False)
+    delegated: list[str] = field(default_factory=list)  # the watched operators that ran (`autograde.delegation`)
 
 
 def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
              parameters: Callable[[Any], list[torch.Tensor]] = lambda built: [],
-             guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
-             seal: Callable[[Outcome], Any] | None = None) -> Outcome:
+             watch: tuple[str, ...] = (), allowed: tuple[tuple[str, str], ...] = ()) -> Outcome:
     """Build the object under test and call it on a copy of ``call`` (each under a fixed RNG seed), and,
-    with ``grad``, backpropagate a seeded random upstream gradient. ``guard`` is entered around
-    the build, the call, the backward with the outcome made of it and ``seal``ed (its ``sealed``), and the
-    reading of an exception (the integrity guard, for a student's code). The runner seals the outcome into
-    bytes: after the guard, code the student left behind (a finalizer as the inputs are freed, a torch mode, a
-    kernel registered with torch.library) runs unwatched, and the tensors it could reach are read no more.
+    with ``grad``, backpropagate a seeded random upstream gradient. The operators in ``watch`` that ran
+    outside the ``allowed`` helpers are recorded in the outcome's ``delegated`` (a flag, `autograde.delegation`).
 
     Raises:
         CheckFailed: the output does not depend on the inputs through autograd (with ``grad``).
     """
+    watching = Watch(watch, allowed)
     try:
-        with guard():  # copying runs PyTorch's kernels, which a cell may have replaced (torch.library)
-            inputs = call.clone(requires_grad=grad)
-        with _fork_rng(devices=[]):
-            _manual_seed(seed)
-            with guard():
+        inputs = call.clone(requires_grad=grad)
+        with torch.random.fork_rng(devices=[]):
+            # only the CPU generator: torch.manual_seed also queues seeds for every accelerator
+            torch.default_generator.manual_seed(seed)
+            with watching if watch else contextlib.nullcontext():
                 built = build()
-            _manual_seed(seed + 2)  # the call draws the same random numbers on both sides (dropout)
-            with guard():
+                torch.default_generator.manual_seed(seed + 2)  # the call draws the same random numbers on both sides
                 output = built(*inputs.args, **inputs.kwargs)
-        with guard():  # a backward of the student's own (an autograd.Function) is their code too
-            grads = _gradients(output, inputs, parameters(built), seed) if grad else []
-            outcome = Outcome(output=_detach(output), grads=grads, changed=inputs.changed_from(call))
-            if seal is not None:
-                outcome.sealed = seal(outcome)
-        outcome.held = [inputs, built, output]
-        return outcome
+                grads = _gradients(output, inputs, parameters(built), seed) if grad else []
+        return Outcome(output=_detach(output), grads=grads, changed=inputs.changed_from(call),
+                       delegated=watching.seen)
     except CheckFailed:
         raise
     except BaseException as error:  # the student's code may raise anything (SystemExit too); reported, not fatal
-        outcome = _failure(error, guard)
-        outcome.held = [error]
-        return outcome
-
-
-def _failure(error: BaseException, guard: Callable[[], contextlib.AbstractContextManager]) -> Outcome:
-    """The outcome of code that raised ``error``. Its message and traceback are read under the guard: the
-    exception's ``__str__`` is the student's code, and so is what a notebook's traceback consults. The outcome is
-    made afterwards, so that nothing run here can reach it."""
-    try:
-        with guard():
-            text, trace = describe_error(error), _student_traceback(error)
-    except BaseException as refused:  # what the message's code did was refused, or raised: that is the outcome
-        error, text, trace = refused, plain_error(refused), ""
-    return Outcome(error=text, error_type=type_name(type(error)), trace=trace)
+        return Outcome(error=describe_error(error), error_type=type(error).__name__,
+                       trace=_student_traceback(error), delegated=watching.seen)
 
 
 def _gradients(output: Any, inputs: Call, parameters: list[torch.Tensor], seed: int) -> list[torch.Tensor | None]:
@@ -111,7 +83,7 @@ def _gradients(output: Any, inputs: Call, parameters: list[torch.Tensor], seed: 
                           "(was it computed with .detach(), .item(), numpy or torch.no_grad?)")
     gen = torch.Generator().manual_seed(seed + 1)
     upstream = [torch.randn(o.shape, generator=gen).to(o.dtype) for o in outs]
-    grads = iter(_grad(outs, floating + trainable, upstream, allow_unused=True) if floating + trainable else ())
+    grads = iter(torch.autograd.grad(outs, floating + trainable, upstream, allow_unused=True) if floating + trainable else ())
     found = [next(grads) for _ in floating] + [next(grads) if t.requires_grad else None for t in parameters]
     return [None if g is None else g.detach() for g in found]
 
@@ -123,8 +95,7 @@ def flatten(value: Any) -> list[Any]:
 
 
 def _detach(value: Any) -> Any:
-    """``value`` with its tensors detached. Only exact tensors, tuples and lists are touched: a subclass's own
-    code (``__torch_function__``, ``__new__``) would run here, after the guard; the wire refuses it later."""
+    """``value`` with its tensors detached (exact tensors, tuples and lists: the wire refuses anything else)."""
     kind = type(value)
     if kind is torch.Tensor or kind is torch.nn.Parameter:
         return value.detach()
@@ -139,16 +110,7 @@ def describe_error(error: BaseException) -> str:
         text = str(error)
     except Exception:  # a student's exception class may break its own __str__
         text = "(the exception's message could not be shown)"
-    return f"{type_name(type(error))}: {text}"
-
-
-def plain_error(error: BaseException) -> str:
-    """``"TypeName: message"`` where the message is plain strings, read without running any code of the exception's
-    (a student's ``__str__`` runs only under the guard); otherwise the type's name alone."""
-    args = error.args if type(error.args) is tuple else ()
-    if args and all(type(a) is str for a in args):
-        return f"{type_name(type(error))}: {args[0] if len(args) == 1 else args}"
-    return type_name(type(error))
+    return f"{type(error).__name__}: {text}"
 
 
 def _student_traceback(error: BaseException) -> str:
@@ -176,3 +138,4 @@ def _frames(error: BaseException) -> Iterator[traceback.FrameSummary]:
         yield from traceback.extract_tb(error.__traceback__)
     except Exception:  # a frame whose source line cannot be read
         return
+

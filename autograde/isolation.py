@@ -26,7 +26,7 @@ import os
 import resource
 
 __all__ = ["enter_fresh_namespaces", "drop_privileges", "refuse_processes_and_hidden_memory", "limit_resources",
-           "close_other_fds", "set_dumpable", "private_bind_mounts", "IsolationError"]
+           "close_other_fds", "set_dumpable", "private_bind_mounts", "show_only", "IsolationError"]
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -257,3 +257,17 @@ def close_other_fds(keep: int) -> None:
     os.closerange(3, keep)
     os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     os.set_inheritable(keep, False)
+
+
+def show_only(source: str, target: str, hide: str) -> None:
+    """In this process's own mount namespace (`enter_fresh_namespaces`): ``source`` read-only at ``target``, and an
+    empty tmpfs over ``hide`` (the folder that holds ``source`` and what the runner may not see beside it)."""
+    _call(_libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {source}")
+    # a remount keeps the flags the enclosing mount locked (nosuid, nodev, noexec, atime), or the kernel refuses it
+    locked = os.statvfs(source).f_flag
+    kept = (locked & (os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME)) \
+        | (MS_RELATIME if locked & os.ST_RELATIME else 0)
+    _call(_libc.mount(None, target.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept, None),
+          f"read-only {target}")
+    _call(_libc.mount(b"tmpfs", hide.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, b"size=4k,mode=555"),
+          f"hide {hide}")

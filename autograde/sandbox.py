@@ -18,6 +18,8 @@ files, file size and temporary-directory size (`Limits`).
 """
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import secrets
@@ -32,17 +34,35 @@ from pathlib import Path
 
 from .cgroups import MemoryCgroup
 from .channel import BadMessage, Channel
-from .course import ROOT
+from . import sandbox_tree
 
 __all__ = ["Limits", "Sandbox", "SandboxError", "Runner", "sandbox_available", "remove_leftovers"]
 
-PACKAGES = ("autograde", "tfm_ref")
 SYSTEM = ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin")
 ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/nsswitch.conf", "/etc/passwd",
        "/etc/group", "/etc/localtime")
 """What of /etc the runner sees: the dynamic loader's files and user names, no secrets."""
 SANDBOX_USER = (65534, 65534)
 """``nobody``: the sandbox's user when the grader runs as root."""
+
+
+@functools.cache
+def _staged_tree() -> Path:
+    """This process's staged folder (`autograde.sandbox_tree.stage`), written once, removed at exit."""
+    from .exercises import chapter_ids
+
+    folder = Path(tempfile.mkdtemp(prefix=_leftover_prefix(os.getpid()) + "tree-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return sandbox_tree.stage(folder, chapter_ids())
+
+
+def _installed_copies() -> list[str]:
+    """Where the environment's own site-packages hold a copy of autograde or tfm_ref (a non-editable install),
+    which the sandbox hides: it runs the staged tree alone."""
+    import site
+
+    return [os.path.join(folder, name) for folder in site.getsitepackages() for name in ("autograde", "tfm_ref")
+            if os.path.isdir(os.path.join(folder, name))]
 
 
 class SandboxError(RuntimeError):
@@ -88,8 +108,9 @@ class Runner:
     """One notebook's runner process: requests go out with a fresh unguessable id, and a reply
     counts only if it answers the request just sent."""
 
-    def __init__(self, number: int, channel: Channel):
-        self.number, self.channel = number, channel
+    def __init__(self, number: int, channel: Channel, assignment: str):
+        self.number, self.channel, self.assignment = number, channel, assignment
+        self.unlocked = False  # has it been sent tfm_ref's code for the checks' models (`autograde.sandbox_tree`)?
 
     def request(self, header: dict, blobs: list[bytes], deadline: float) -> tuple[dict, list[bytes]]:
         self._nothing_unasked()
@@ -185,23 +206,23 @@ class Sandbox:
 
     # ------------------------------------------------------------------ runners
 
-    def spawn(self, timeout: float = 60.0) -> Runner:
-        """A fresh runner, ready for requests."""
+    def spawn(self, assignment: str, timeout: float = 60.0) -> Runner:
+        """A fresh runner for a notebook of ``assignment``, ready for requests."""
         self._spawned += 1
         number = self._spawned
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         limits = {"memory_mb": self.limits.memory_mb, "processes": self.limits.processes,
                   "tmp_mb": self.limits.tmp_mb, "cgroup": self.cgroup is not None}
         try:
-            socket.send_fds(self._control, [json.dumps({"op": "spawn", "id": number, "limits": limits}).encode()],
-                            [theirs.fileno()])
+            command = {"op": "spawn", "id": number, "assignment": assignment, "limits": limits}
+            socket.send_fds(self._control, [json.dumps(command).encode()], [theirs.fileno()])
         except OSError as error:
             raise SandboxError(f"the sandbox stopped taking commands ({error})") from error
         finally:
             theirs.close()
         if self._receive(timeout, "spawn").get("spawned") != number:
             raise SandboxError("the sandbox answered another command")
-        runner = Runner(number, Channel(ours))
+        runner = Runner(number, Channel(ours), assignment)
         try:
             hello, _ = runner.channel.receive(time.monotonic() + timeout)
         except Exception as error:
@@ -246,39 +267,42 @@ class Sandbox:
         return json.loads(message)
 
     @staticmethod
-    def _binds() -> list[str]:
-        """Every path the container shows besides the system's (read-only, each at its own place):
-        this Python and its environment, and the two packages, wherever they are installed."""
-        paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
-                 *(str(ROOT / p) for p in PACKAGES)}
+    def _binds() -> list[tuple[str, str]]:
+        """Every (host path, sandbox path) the container shows besides the system's, read-only: this Python and
+        its environment, each at its own place, and the staged folder (`autograde.sandbox_tree`) at ``/grading``.
+        The checkout's own `autograde` and `tfm_ref` are not among them."""
+        paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
         paths = sorted(p for p in paths if os.path.exists(p))
-        return [p for p in paths if not any(p.startswith(other + os.sep) for other in paths)]  # nested: covered
+        paths = [p for p in paths if not any(p.startswith(other + os.sep) for other in paths)]  # nested: covered
+        return [(p, p) for p in paths] + [(str(_staged_tree()), sandbox_tree.MOUNT)]
 
-    def _staged(self, binds: list[str], command: list[str]) -> list[tuple[str, str]]:
+    def _staged(self, binds: list[tuple[str, str]], command: list[str]) -> list[tuple[str, str]]:
         """Root: each bind's source is first mounted (by the launcher) under a folder that the
         unprivileged user may enter; bwrap takes it from there."""
         self._stage = tempfile.mkdtemp(prefix=_leftover_prefix(os.getpid()))
         os.chmod(self._stage, 0o755)
         staged = []
-        for index, path in enumerate(binds):
+        for index, (path, inside) in enumerate(binds):
             target = os.path.join(self._stage, str(index))
             os.mkdir(target) if os.path.isdir(path) else open(target, "w").close()
             command += ["--bind", f"{path}:{target}"]
-            staged.append((target, path))
+            staged.append((target, inside))
         return staged
 
-    def _bwrap(self, binds: list[str] | list[tuple[str, str]]) -> list[str]:
+    def _bwrap(self, binds: list[tuple[str, str]]) -> list[str]:
         args = [shutil.which("bwrap"), "--tmpfs", "/tmp"]  # first: binds stack in order, and Python may live under /tmp
         for path in (*SYSTEM, *ETC):
             args += ["--ro-bind-try", path, path]
-        for bind in binds:
-            source, target = bind if isinstance(bind, tuple) else (bind, bind)
+        for source, target in binds:
             args += ["--ro-bind", source, target]
+        for hidden in _installed_copies():  # an installed autograde or tfm_ref beside the environment's packages
+            args += ["--tmpfs", hidden]
         args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/",
                  "--unshare-all", "--die-with-parent", "--new-session", "--chdir", "/tmp", "--clearenv"]
         # PYTORCH_JIT=0, read as torch is imported: torch.jit.script gives back the Python function, which runs
         # where the guard sees it, not compiled code that runs out of its sight
         for key, value in {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
-                           "MPLBACKEND": "Agg", "PYTORCH_JIT": "0"}.items():
+                           "MPLBACKEND": "Agg", "PYTORCH_JIT": "0",
+                           "PYTHONPATH": os.path.join(sandbox_tree.MOUNT, "runtime")}.items():
             args += ["--setenv", key, value]
         return args

@@ -14,6 +14,10 @@ not come in time, a runner that dies, or a reply that is malformed, unsolicited,
 or oversized costs the cell it happened in: the runner is killed, the cell scores nothing, and
 the notebook runs again from the start in a fresh runner without that cell (at most
 ``MAX_RESTARTS`` times). Test cells keep the verdict they already had.
+
+A check that sends a model into the sandbox first sends tfm_ref's code for it (`autograde.sandbox_tree`); a
+runner that has it is never asked to run a check whose answer that code holds: the notebook goes on in a
+fresh runner (which re-runs the cells before it), at no cost to the student.
 """
 from __future__ import annotations
 
@@ -22,9 +26,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import wire
+from . import sandbox_tree, wire
 from .channel import BadMessage, ChannelClosed, ChannelError, ChannelTimeout
-from .checking import Candidate, Case, CheckFailed, Exercise, get_exercise, passed_line
+from .check_models import RandomTransformer
+from .checking import Candidate, Case, CheckFailed, Exercise, delegation_note, get_exercise, passed_line
 from .evaluation import Outcome
 from .inputs import Call
 from .notebook import GradedCell
@@ -41,19 +46,26 @@ class RemoteCandidate(Candidate):
     """The student's ``name`` in the runner: each evaluation is one request, and the reply is
     decoded strictly; what the student's code printed is collected in ``stdout``."""
 
-    def __init__(self, runner: Runner, key: str, name: str, deadline: float, stdout: list[str], limits: Limits):
-        self.runner, self.key, self.name, self.deadline, self.stdout = runner, key, name, deadline, stdout
+    def __init__(self, runner: Runner, exercise: Exercise, name: str, deadline: float, stdout: list[str],
+                 limits: Limits):
+        super().__init__()
+        self.runner, self.exercise, self.name, self.deadline, self.stdout = runner, exercise, name, deadline, stdout
         self.limits = limits
+        if runner.unlocked and exercise.key in sandbox_tree.answered_by_models(runner.assignment):
+            raise _HoldsTheAnswer()
 
     def evaluate(self, exercise: Exercise, case: Case, call: Call, dims, seed: int,
                  weights: dict[str, torch.Tensor] | None) -> Outcome:
+        if not self.runner.unlocked and any(isinstance(value, RandomTransformer) for _, value in call.named()):
+            self._unlock()
         blobs: list[bytes] = []
-        request = {"op": "evaluate", "key": self.key, "name": self.name, "seed": seed, "grad": case.grad,
-                   "output_chars": self.limits.output_chars + 1,
+        request = {"op": "evaluate", "name": self.name, "plan": exercise.adapter.plan(dims), "seed": seed,
+                   "grad": case.grad, "watch": list(exercise.forbidden_ops),
+                   "allowed": [list(n) for n in exercise.allowed_names], "output_chars": self.limits.output_chars + 1,
                    "dtype": str(case.dtype).removeprefix("torch."),
                    "call": wire.encode({"args": list(call.args), "kwargs": call.kwargs}, blobs, path="the inputs",
                                        modules=True),
-                   "dims": wire.encode(dict(dims), blobs), "weights": wire.encode(weights, blobs)}
+                   "weights": wire.encode(weights, blobs)}
         reply, reply_blobs = self.runner.request(request, blobs, self.deadline)
         # kept up to the cell's limit (and one more, which marks it truncated) as each reply comes: a check makes
         # dozens of requests, each up to the channel's 32 MiB
@@ -64,12 +76,25 @@ class RemoteCandidate(Candidate):
             raise CheckFailed(_text(reply, "invalid")[:chars])
         if "failed" in reply:
             raise CheckFailed(_text(reply, "failed")[:chars])
-        return _outcome(reply.get("outcome"), reply_blobs, chars)
+        outcome = _outcome(reply.get("outcome"), reply_blobs, chars, len(call.named()), exercise.forbidden_ops)
+        self.delegated.update(dict.fromkeys(outcome.delegated))
+        return outcome
 
-    def sibling(self, exercise: Exercise) -> Candidate:
-        chapter = self.key.rpartition(".")[0]
-        return RemoteCandidate(self.runner, f"{chapter}.{exercise.key}", exercise.name, self.deadline, self.stdout,
-                               self.limits)
+    def _unlock(self) -> None:
+        sources = sandbox_tree.model_sources(self.runner.assignment)
+        reply, _ = self.runner.request({"op": "unlock", "sources": [list(s) for s in sources]}, [], self.deadline)
+        if reply.get("status") != "ok":
+            raise CheckFailed(f"the check's model could not be built in your notebook's sandbox: {_text(reply, 'error')}")
+        self.runner.unlocked = True
+
+    def sibling(self, exercise: Exercise) -> Candidate | None:
+        if self.runner.unlocked and exercise.key in sandbox_tree.answered_by_models(self.runner.assignment):
+            return None  # its answer is in this runner now: not checked here again
+        return RemoteCandidate(self.runner, exercise, exercise.name, self.deadline, self.stdout, self.limits)
+
+
+class _HoldsTheAnswer(Exception):
+    """The runner holds the answer of the exercise about to be checked: go on in a fresh one."""
 
 
 def _text(reply: dict, key: str) -> str:
@@ -79,8 +104,11 @@ def _text(reply: dict, key: str) -> str:
     return value
 
 
-def _outcome(tree: object, blobs: list[bytes], chars: int) -> Outcome:
-    if type(tree) is not dict or set(tree) != {"output", "grads", "error", "error_type", "trace"}:
+_OUTCOME_KEYS = {"output", "grads", "error", "error_type", "trace", "changed", "delegated"}
+
+
+def _outcome(tree: object, blobs: list[bytes], chars: int, n_arguments: int, watched: tuple[str, ...]) -> Outcome:
+    if type(tree) is not dict or set(tree) != _OUTCOME_KEYS:
         raise BadMessage("a malformed evaluation reply")
     try:
         output = wire.decode(tree["output"], blobs)
@@ -92,7 +120,12 @@ def _outcome(tree: object, blobs: list[bytes], chars: int) -> Outcome:
     texts = [tree["error"], tree["error_type"], tree["trace"]]
     if any(t is not None and type(t) is not str for t in texts) or type(tree["trace"]) is not str:
         raise BadMessage("an error report that is not text")
-    return Outcome(output, grads, *(None if t is None else t[:chars] for t in texts))
+    changed, delegated = tree["changed"], tree["delegated"]
+    if type(changed) is not list or any(type(i) is not int or not 0 <= i < n_arguments for i in changed) \
+            or type(delegated) is not list or any(type(op) is not str or op not in watched for op in delegated):
+        raise BadMessage("a malformed evaluation reply")
+    return Outcome(output, grads, *(None if t is None else t[:chars] for t in texts), changed=changed,
+                   delegated=delegated)
 
 
 @dataclass
@@ -103,16 +136,17 @@ class NotebookResult:
     flags: set[str] = field(default_factory=set)
 
 
-def run_notebook(sandbox: Sandbox, cells: list[GradedCell], limits: Limits) -> NotebookResult:
+def run_notebook(sandbox: Sandbox, assignment: str, cells: list[GradedCell], limits: Limits) -> NotebookResult:
     """Run ``cells`` (see the module docstring); every cell gets a result."""
     done = NotebookResult([{"status": "skipped", "stdout": "", "error": "not run"} for _ in cells])
     deadline = time.monotonic() + limits.notebook_timeout
     skip: set[int] = set()
     checked: set[int] = set()  # test cells with a verdict, kept across restarts
-    for _ in range(MAX_RESTARTS + 1):
+    fresh_starts = 0
+    while fresh_starts <= len(cells) and len(skip) <= MAX_RESTARTS:
         kills_before = sandbox.oom_kills()
-        runner = sandbox.spawn()
-        culprit, problem = None, None
+        runner = sandbox.spawn(assignment)
+        culprit, problem, holds_answer = None, None, False
         for index, cell in enumerate(cells):
             if cell.kind not in RUNNABLE or index in skip or index in checked:
                 continue
@@ -122,11 +156,17 @@ def run_notebook(sandbox: Sandbox, cells: list[GradedCell], limits: Limits) -> N
             except ChannelError as error:
                 culprit, problem = index, error
                 break
+            except _HoldsTheAnswer:
+                holds_answer = True
+                break
             if cell.kind == "test":
                 checked.add(index)
-        if culprit is None and runner.channel.pending():
+        if culprit is None and not holds_answer and runner.channel.pending():
             done.flags.add("bad-reply")  # something wrote to the channel after the last reply
         status = sandbox.end(runner)
+        if holds_answer:
+            fresh_starts += 1
+            continue
         if culprit is None:
             break
         oom = sandbox.oom_kills() > kills_before
@@ -151,10 +191,11 @@ def _run_cell(runner: Runner, index: int, cell: GradedCell, deadline: float, lim
     for check in parse_test_cell(cell.source):
         printed: list[str] = []
         exercise = get_exercise(check.key)
-        report = exercise.run(RemoteCandidate(runner, check.key, check.name, deadline, printed, limits), check.hidden)
+        report = exercise.run(RemoteCandidate(runner, exercise, check.name, deadline, printed, limits), check.hidden)
         lines += [p for p in printed if p]
-        if report.forbidden_call:
+        if report.delegated:
             flags.add("forbidden-call")
+            lines.append(delegation_note(report) + "\n")
         if not report.passed:
             return {"status": "error", "stdout": _capped("".join(lines), limits, flags),
                     "error": _capped_message(report.message, limits)}

@@ -79,7 +79,7 @@ class SlotGrader:
             flags.append("corrupted-notebook")
         cells = merge(*self.assets(task["assignment"]), student)
         flags += audit([c.source for c in cells if c.kind == "student"])
-        run = run_notebook(self.sandbox, cells, self.limits)
+        run = run_notebook(self.sandbox, task["assignment"], cells, self.limits)
         if problem:
             run.results = [{**r, "error": r.get("error") or problem} for r in run.results]
         return graded_row(task, cells, run.results, flags + sorted(run.flags), self.staging, self.recorder)
@@ -140,7 +140,7 @@ def _warm_up() -> None:
 
     for chapter in load_all():
         for exercise in chapter.EXERCISES:
-            exercise.run(exercise.reference, hidden=True, guarded=False, seed=0)
+            exercise.run(exercise.reference, hidden=True, seed=0)
 
 
 def main() -> None:

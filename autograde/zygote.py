@@ -1,19 +1,20 @@
 """The pristine process that forks a fresh, isolated runner for every notebook.
 
 ``python -m autograde.zygote CONTROL_FD`` runs inside the sandbox (`autograde.sandbox`), once
-per grading slot. It imports torch, tfm_ref and every chapter's checks, warms them up and
-records the protected namespaces, and then only forks: it never runs a student's code, so
-every runner starts from the same untouched state, warm, in milliseconds.
+per grading slot. It imports torch and the runner (no check, and no tfm_ref: see
+`autograde.sandbox_tree`), warms them up, and then only forks: it never runs a student's code,
+so every runner starts from the same untouched state, warm, in milliseconds.
 
 For each notebook it forks a *warden*, which enters fresh namespaces (`autograde.isolation`)
-and forks the *runner*, PID 1 of a new PID namespace, with no privileges, resource limits, an
-empty environment and a single file descriptor: its end of the data socket the grader passed
-in. When the grader ends the notebook, the warden kills the runner, and the kernel kills
+shows the runner its assignment's tfm_ref alone (the other assignments' trees hidden), and forks
+the *runner*, PID 1 of a new PID namespace, with no privileges, resource limits, an empty
+environment and a single file descriptor: its end of the data socket the grader passed in. When the grader ends the notebook, the warden kills the runner, and the kernel kills
 whatever the runner left behind with it.
 
 Commands on the control socket (a SOCK_SEQPACKET socket: one JSON object per packet):
 
-    {"op": "spawn", "id": 7, "limits": {...}}  + the data socket's fd  → {"spawned": 7}
+    {"op": "spawn", "id": 7, "assignment": "ch01_attention", "limits": {...}}  + the data socket's fd
+                                                                        → {"spawned": 7}
     {"op": "end", "id": 7}                                              → {"ended": 7, "status": "signal SIGKILL"}
 """
 from __future__ import annotations
@@ -29,6 +30,9 @@ __all__ = ["main", "describe_status"]
 ENV = {"HOME": "/tmp", "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
        "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 """The runner's whole environment."""
+GRADING = "/grading"  # `autograde.sandbox_tree.MOUNT`: the staged folder (this module runs from it)
+TREE = os.path.join(GRADING, "tfm")
+"""Where a runner sees its assignment's tfm_ref."""
 
 
 def describe_status(code: int) -> str:
@@ -42,25 +46,25 @@ def describe_status(code: int) -> str:
 
 
 def _warm_up() -> None:
-    """Import and exercise everything a runner uses once, so that each forked runner starts warm."""
+    """Import and exercise what a runner uses once, so that each forked runner starts warm."""
     import torch
 
     torch.set_num_threads(1)  # one core per slot; keeps OpenMP idle so that fork stays safe
     from . import runner  # noqa: F401  (imported here, before any student code, like everything else)
-    from .checking import protect
-    from .exercises import load_all
+    from .building import build, module_parameters
+    from .evaluation import evaluate
+    from .inputs import Call
 
-    for chapter in load_all():
-        for exercise in chapter.EXERCISES:
-            exercise.run(exercise.reference, hidden=True, guarded=False, seed=0)
-    protect()
+    plan = {"kind": "module", "kwargs": {"in_features": 4, "out_features": 3}, "load": True, "training": False}
+    weights = torch.nn.Linear(4, 3).state_dict()
+    evaluate(lambda: build(plan, torch.nn.Linear, weights, torch.float32), Call(torch.randn(2, 4)), grad=True,
+             seed=0, parameters=module_parameters, watch=("_softmax",))
 
 
 def _runner(data_fd: int, limits: dict) -> None:
     """PID 1 of the notebook's namespaces: drop everything, then serve the grader's requests."""
     from . import isolation
     from .channel import Channel
-    from .lockdown import close_the_interpreter
     from .runner import serve
 
     isolation.drop_privileges(signal.SIGKILL)
@@ -72,18 +76,22 @@ def _runner(data_fd: int, limits: dict) -> None:
     os.environ.update(ENV)
     os.chdir("/tmp")
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
-    close_the_interpreter()  # last: the steps above use ctypes, which it closes
+    sys.path.insert(0, TREE)
     serve(Channel(socket.socket(fileno=data_fd)))
 
 
-def _warden(data_fd: int, limits: dict) -> None:
-    """Enter fresh namespaces, fork the runner, wait for it; SIGTERM kills the runner."""
+def _warden(data_fd: int, assignment: str, limits: dict) -> None:
+    """Enter fresh namespaces, show the assignment's tree, fork the runner, wait for it; SIGTERM kills the runner."""
     from . import isolation
 
     # Dumpable again, to write its own uid map. Its runner still cannot ptrace it or read its
     # /proc files: the warden keeps capabilities in the new user namespace that the runner lacks.
     isolation.set_dumpable(True)
     isolation.enter_fresh_namespaces(limits["tmp_mb"])
+    trees = os.path.join(GRADING, "trees")
+    if assignment not in os.listdir(trees):
+        raise ValueError(f"no staged tree for assignment {assignment!r}")
+    isolation.show_only(os.path.join(trees, assignment), TREE, hide=trees)
     pid = os.fork()
     if pid == 0:
         try:
@@ -97,7 +105,7 @@ def _warden(data_fd: int, limits: dict) -> None:
     os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else min(os.WEXITSTATUS(status), 127))
 
 
-def _spawn(control: socket.socket, data_fd: int, limits: dict) -> int:
+def _spawn(control: socket.socket, data_fd: int, assignment: str, limits: dict) -> int:
     # SIGTERM stays blocked in the warden until its handler is in place: ending a notebook at
     # once must kill the runner, never orphan it.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
@@ -105,7 +113,7 @@ def _spawn(control: socket.socket, data_fd: int, limits: dict) -> int:
     if pid == 0:
         try:
             control.close()
-            _warden(data_fd, limits)
+            _warden(data_fd, assignment, limits)
         except BaseException as error:
             print(f"autograde.zygote: could not isolate a runner: {error}", file=sys.stderr, flush=True)
         finally:
@@ -138,7 +146,7 @@ def main(control_fd: int) -> None:
             return
         command = json.loads(message)
         if command["op"] == "spawn":
-            wardens[command["id"]] = _spawn(control, fds[0], command["limits"])
+            wardens[command["id"]] = _spawn(control, fds[0], command["assignment"], command["limits"])
             control.send(json.dumps({"spawned": command["id"]}).encode())
         elif command["op"] == "end":
             status = _end(wardens.pop(command["id"]))

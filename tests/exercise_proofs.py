@@ -45,13 +45,13 @@ def assert_named(exercise: Exercise, student, mistake: str, seeds, *, hidden: bo
 
 def assert_passes(exercise: Exercise) -> None:
     for seed in SEEDS:
-        report = exercise.run(exercise.reference, hidden=True, guarded=False, seed=seed)
+        report = exercise.run(exercise.reference, hidden=True, seed=seed)
         assert report.passed, f"the reference fails its own check (seed {seed}):\n{report.message}"
 
 
 def assert_fails_with_hint(exercise: Exercise, mistake: Mistake) -> None:
     for seed in SEEDS:
-        report = exercise.run(mistake.impl, hidden=True, guarded=False, seed=seed)
+        report = exercise.run(mistake.impl, hidden=True, seed=seed)
         assert not report.passed, f"the check passes the mistake {mistake.name!r} (seed {seed})"
         assert report.mistake == mistake.name, (
             f"the check fails {mistake.name!r} but names {report.mistake!r} (seed {seed}):\n{report.message}")

@@ -31,7 +31,7 @@ TOY = Exercise(
 
 
 def test_reference_passes_visible_and_hidden():
-    assert TOY.run(reference_scale, hidden=True, guarded=False).passed
+    assert TOY.run(reference_scale, hidden=True).passed
 
 
 def test_catalogued_mistake_is_named_with_its_hint():
@@ -232,7 +232,7 @@ def test_module_exercise_loads_reference_weights_into_the_students_module():
     class Same(_Proj):
         pass
 
-    assert MODULE_TOY.run(Same, hidden=True, guarded=False).passed
+    assert MODULE_TOY.run(Same, hidden=True).passed
 
 
 def test_module_with_other_parameter_names_is_told_the_tfm_ref_names():
@@ -406,8 +406,7 @@ def test_a_meta_tensor_for_a_cpu_one_fails_its_check_with_the_device_named():
     """A tensor of shapes without values (device='meta') where a CPU one is expected: the check names the device;
     the diagnosis, which compares values, must not crash the grader on it."""
     exercise = get_exercise("ch01_attention.softmax")
-    report = exercise.run(lambda x, dim=-1: torch.empty(x.shape, dtype=x.dtype, device="meta"), hidden=True,
-                          guarded=False, seed=0)
+    report = exercise.run(lambda x, dim=-1: torch.empty(x.shape, dtype=x.dtype, device="meta"), hidden=True, seed=0)
     assert not report.passed and "meta device" in report.message
 
 
@@ -440,7 +439,7 @@ def test_a_saved_buffer_the_reference_lacks_is_named_a_buffer_with_the_fix():
             super().__init__(d)
             self.register_buffer("position_ids", torch.arange(d), persistent=False)
 
-    assert MODULE_TOY.run(NotSaved, guarded=False).passed
+    assert MODULE_TOY.run(NotSaved).passed
 
 
 def _offset_inputs(gen, dims, dtype):
@@ -460,8 +459,8 @@ def test_a_failure_at_offset_zero_is_still_shrunk_when_the_offset_places_the_inp
                         shapes=[dict(N=1, O=1), dict(N=3, O=2)], visible=[Case("offset 0", dims=dict(N=5, O=0))],
                         **extra)
 
-    assert "Smallest failing input (N=5, O=0" in exercise().run(wrong_everywhere, guarded=False).message
-    assert "Smallest failing input (N=1, O=1" in exercise(offsets=("O",)).run(wrong_everywhere, guarded=False).message
+    assert "Smallest failing input (N=5, O=0" in exercise().run(wrong_everywhere).message
+    assert "Smallest failing input (N=1, O=1" in exercise(offsets=("O",)).run(wrong_everywhere).message
 
 
 class _ProjFrozen(torch.nn.Module):
@@ -488,7 +487,7 @@ class _ProjPlain(torch.nn.Module):
 
 
 def test_parameters_kept_as_buffers_are_told_they_get_no_gradient():
-    report = MODULE_TOY.run(_ProjFrozen, hidden=True, guarded=False)
+    report = MODULE_TOY.run(_ProjFrozen, hidden=True)
     assert not report.passed and "hidden check 'gradients' failed" in report.message
     assert "there is no gradient for the parameter `proj.bias`: it is not trainable (a buffer, or " \
            "requires_grad=False)" in report.message
@@ -498,12 +497,12 @@ def test_parameters_kept_as_buffers_are_told_they_get_no_gradient():
             super().__init__(d)
             self.proj.weight.requires_grad_(False)
 
-    report = MODULE_TOY.run(Frozen, hidden=True, guarded=False)
+    report = MODULE_TOY.run(Frozen, hidden=True)
     assert "there is no gradient for the parameter `proj.weight`: it is not trainable" in report.message
 
 
 def test_tensors_kept_as_plain_attributes_are_told_to_be_parameters():
-    report = MODULE_TOY.run(_ProjPlain, guarded=False)
+    report = MODULE_TOY.run(_ProjPlain)
     assert "your `proj.weight` is a plain tensor attribute, so it is not registered: make it an nn.Parameter" \
            in report.message
     assert "missing" not in report.message
@@ -515,7 +514,7 @@ def test_a_failure_that_raises_is_shown_where_it_raises_not_where_a_smaller_inpu
             raise ValueError("mask of shape (5,) does not broadcast")
         return x * factor + 1
 
-    report = TOY.run(raises_on_large, guarded=False)
+    report = TOY.run(raises_on_large)
     assert "your code raised ValueError: mask of shape (5,) does not broadcast" in report.message
     assert "Smallest failing input (N=4, M=5" in report.message  # not shrunk to N=2, M=3, where it is wrong values
 
@@ -545,8 +544,8 @@ def test_mistakes_that_give_the_same_values_on_the_failing_input_are_told_apart_
              and k_of(torch.Generator().manual_seed(s + 1)) == 1][:4]
     assert seeds
     for seed in seeds:
-        assert tied.run(_plus_one_or_two, guarded=False, seed=seed).mistake == "plus one or two"
-        assert tied.run(_plus_one, guarded=False, seed=seed).mistake == "plus one"
+        assert tied.run(_plus_one_or_two, seed=seed).mistake == "plus one or two"
+        assert tied.run(_plus_one, seed=seed).mistake == "plus one"
 
 
 def test_an_output_a_graded_run_could_not_send_back_fails_in_the_notebook_too():
@@ -596,10 +595,10 @@ def test_one_module_used_in_two_places_is_named():
     two = Exercise(name="Two", reference=_TwoProjections, adapter=ModuleAdapter(lambda dims: dict(d=dims["D"])),
                    inputs=lambda gen, dims, dtype: Call(randn(gen, 2, dims["D"], dtype=dtype)),
                    shapes=[dict(D=2), dict(D=4)], visible=[Case("random")])
-    assert two.run(_TwoProjections, guarded=False).passed
-    report = two.run(_OneProjectionTwice, guarded=False)
+    assert two.run(_TwoProjections).passed
+    report = two.run(_OneProjectionTwice)
     assert "your `first` and `second` are one and the same module, where tfm_ref has one each" in report.message
-    report = two.run(_OneWeightTwice, guarded=False)
+    report = two.run(_OneWeightTwice)
     assert "your `first.weight` and `second.weight` are one and the same tensor, where tfm_ref has one each" \
            in report.message
 
@@ -664,7 +663,7 @@ def test_a_common_exceptions_general_meaning_gives_way_to_a_named_mistake():
     """K/V heads not repeated raise a broadcast error: the catalogue's name says why, not 'often keepdim'."""
     from autograde.exercises.ch02_multihead import _MHAKVNotRepeated
 
-    report = get_exercise("ch02_multihead.multihead").run(_MHAKVNotRepeated, guarded=False, seed=0)
+    report = get_exercise("ch02_multihead.multihead").run(_MHAKVNotRepeated, seed=0)
     assert "K/V heads not repeated to H" in report.message and "keepdim" not in report.message
 
 

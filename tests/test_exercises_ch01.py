@@ -1,4 +1,4 @@
-"""Chapter 1 checks beyond tests/test_exercises.py: the softmax's normaliser may not come from logsumexp."""
+"""Chapter 1 checks beyond tests/test_exercises.py: a softmax whose normaliser comes from logsumexp is flagged."""
 import re
 
 import torch
@@ -7,13 +7,14 @@ from exercise_proofs import assert_named
 from autograde.exercises import ch01_attention as chapter
 
 
-def test_softmax_may_not_take_its_normaliser_from_logsumexp():
-    def softmax(x, dim=-1):
-        return torch.exp(x - x.logsumexp(dim=dim, keepdim=True))  # stable, and the library's own work
+def test_softmax_taking_its_normaliser_from_logsumexp_is_flagged_not_scored():
+    def softmax(x, dim=-1):  # stable, and the library's own work; right but for the all −inf row
+        m = torch.nan_to_num(x.logsumexp(dim=dim, keepdim=True), neginf=0.0)
+        return torch.exp(x - m) * (x.isfinite().any(dim=dim, keepdim=True))
 
-    report = chapter.SOFTMAX.run(softmax, seed=0)
-    assert not report.passed
-    assert "ForbiddenCall: your code called Tensor.logsumexp" in report.message
+    report = chapter.SOFTMAX.run(softmax, hidden=True, seed=0)
+    assert report.passed, report.message
+    assert report.delegated == ("logsumexp",)
 
 
 def _naive_softmax(x, dim=-1):

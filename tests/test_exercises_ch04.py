@@ -40,8 +40,8 @@ def test_multi_head_cross_attention_built_with_biases_whatever_it_is_asked_fails
         def __init__(self, d_model, n_heads, n_kv_heads=None, bias=True, dropout=0.0):
             super().__init__(d_model, n_heads, n_kv_heads, True, dropout)
 
-    assert chapter.CROSS_MULTIHEAD.run(WithBiases, guarded=False, seed=0).passed
-    report = chapter.CROSS_MULTIHEAD.run(WithBiases, hidden=True, guarded=False, seed=0)
+    assert chapter.CROSS_MULTIHEAD.run(WithBiases, seed=0).passed
+    report = chapter.CROSS_MULTIHEAD.run(WithBiases, hidden=True, seed=0)
     assert not report.passed and "built with bias=False" in report.message
 
 

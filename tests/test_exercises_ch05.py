@@ -13,7 +13,7 @@ def _rope_for_four_axes_only(x, positions, base=10000.0):
 
 
 def test_a_rope_that_needs_four_axes_fails_on_one_head_of_one_sequence():
-    report = chapter.ROPE.run(_rope_for_four_axes_only, hidden=True, guarded=False, seed=0)
+    report = chapter.ROPE.run(_rope_for_four_axes_only, hidden=True, seed=0)
     assert not report.passed
     assert "x (T, Dh) with no batch or head axes" in report.message and "not enough values to unpack" in report.message
 
@@ -23,7 +23,7 @@ def _positions_assumed_contiguous(x, positions, base=10000.0):
 
 
 def test_a_failure_on_scattered_positions_from_0_is_shown_on_a_small_input():
-    report = chapter.ROPE.run(_positions_assumed_contiguous, hidden=True, guarded=False, seed=0)
+    report = chapter.ROPE.run(_positions_assumed_contiguous, hidden=True, seed=0)
     assert "check 'scattered positions' failed" in report.message
     assert "too large to print" not in report.message
 

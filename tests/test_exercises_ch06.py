@@ -33,18 +33,18 @@ class _SwiGLUWithBiasByDefault(tfm_ref.SwiGLU):
 
 
 def test_dropout_left_on_in_eval_mode_fails_and_is_told_something_random_is_on():
-    message = chapter.FEED_FORWARD.run(_DropsInEvalToo, hidden=True, guarded=False, seed=0).message
+    message = chapter.FEED_FORWARD.run(_DropsInEvalToo, hidden=True, seed=0).message
     assert "'eval mode, built with dropout=0.3: nothing drops' failed" in message
     assert "something random is still on" in message and "training=self.training" in message
 
 
 def test_dropout_written_by_hand_is_told_the_training_case_needs_the_same_random_numbers():
-    message = chapter.FEED_FORWARD.run(_HandWrittenDropout, hidden=True, guarded=False, seed=0).message
+    message = chapter.FEED_FORWARD.run(_HandWrittenDropout, hidden=True, seed=0).message
     assert "training mode" in message and "both sides draw the same random numbers" in message
 
 
 def test_the_defaults_of_the_constructor_are_checked():
-    message = chapter.SWIGLU.run(_SwiGLUWithBiasByDefault, hidden=True, guarded=False, seed=0).message
+    message = chapter.SWIGLU.run(_SwiGLUWithBiasByDefault, hidden=True, seed=0).message
     assert "'built with the default arguments: SwiGLU(d_model, d_hidden)' failed" in message
 
 

@@ -60,7 +60,7 @@ def _loss_ignoring_id_0(logits, target, smoothing=0.1, ignore_index=0):
 
 
 def test_a_loss_that_always_ignores_id_0_fails_on_another_padding_id():
-    report = chapter.LABEL_SMOOTHING.run(_loss_ignoring_id_0, hidden=True, guarded=False, seed=0)
+    report = chapter.LABEL_SMOOTHING.run(_loss_ignoring_id_0, hidden=True, seed=0)
     assert "'ignore_index = V − 1, not 0' failed" in report.message
 
 
@@ -72,7 +72,7 @@ def _beam_in_probabilities(scores, log_probs):
 
 
 def test_a_beam_step_in_probability_space_fails_on_long_hypotheses():
-    report = chapter.BEAM_STEP.run(_beam_in_probabilities, hidden=True, guarded=False, seed=0)
+    report = chapter.BEAM_STEP.run(_beam_in_probabilities, hidden=True, seed=0)
     assert not report.passed and "'long hypotheses: scores near −120" in report.message
 
 

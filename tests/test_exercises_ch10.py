@@ -11,6 +11,8 @@ import torch
 from torch import nn
 
 import tfm_ref
+from autograde import check
+from autograde.checking import CheckFailed
 from autograde.course import source_markdown
 from autograde.exercises import ch10_capstone as chapter
 from autograde.exercises.ch08_encoder_decoder import _greedy_variant
@@ -105,9 +107,8 @@ def test_wrapping_tfm_refs_whole_model_earns_nothing():
         def forward(self, src, tgt, src_mask=None):
             return self.whole(src, tgt, src_mask)
 
-    report = chapter.TRANSFORMER.run(Transformer, seed=0)
-    assert not report.passed
-    assert "ForbiddenCall" in report.message
+    with pytest.raises(CheckFailed, match="tfm_ref's `Transformer`"):
+        check("ch10_capstone.transformer", Transformer)
 
 
 def test_the_decoding_hints_and_fixes_speak_of_no_cache():
@@ -172,7 +173,7 @@ def test_a_fit_that_returns_something_else_than_the_losses_is_told_what_to_retur
         losses = chapter.fit(model, batches, d_model=d_model, warmup=warmup, factor=factor, smoothing=smoothing)
         return sum(losses) / len(losses)
 
-    report = chapter.FIT.run(mean_loss, guarded=False, seed=0)
+    report = chapter.FIT.run(mean_loss, seed=0)
     assert "fit should return a list of 5 losses, one number per step; got float" in report.message
 
 
@@ -180,7 +181,7 @@ def test_a_fit_that_reads_every_batch_before_training_fails_its_check_with_the_r
     def eager(model, batches, **kwargs):
         return chapter.fit(model, list(batches), **kwargs)
 
-    report = chapter.FIT.run(eager, guarded=False, seed=0)
+    report = chapter.FIT.run(eager, seed=0)
     assert not report.passed and "fit asked for batch 1 before it trained on batch 0" in report.message
     assert "not list(batches) first" in report.message
 
@@ -190,7 +191,7 @@ def test_a_step_that_returns_its_loss_as_a_tensor_is_told_to_return_a_float():
         loss, lr = chapter.train_step(*args, **kwargs)
         return torch.tensor(loss), lr
 
-    report = chapter.TRAIN_STEP.run(tensor_loss, guarded=False, seed=0)
+    report = chapter.TRAIN_STEP.run(tensor_loss, seed=0)
     assert not report.passed
     assert "should return the loss as a Python float (loss.item()), got tensor of shape ()" in report.message
 
@@ -198,7 +199,7 @@ def test_a_step_that_returns_its_loss_as_a_tensor_is_told_to_return_a_float():
 def test_a_loop_that_feeds_the_decoder_only_its_newest_token_fails_on_every_seed():
     newest_only = _greedy_variant(newest_only_uncached=True)  # on a model that repeats one token, it passed
     for seed in range(40):
-        report = chapter.GREEDY.run(newest_only, hidden=True, guarded=False, seed=seed)
+        report = chapter.GREEDY.run(newest_only, hidden=True, seed=seed)
         assert report.mistake == "only the newest token fed, and nothing kept of the rest", (seed, report.message)
 
 
@@ -207,7 +208,7 @@ def test_a_failing_step_says_how_the_stacked_batches_reach_train_step():
         return chapter._step_with(set_lr="never")(model, optimizer, batch, step, d_model=d_model, warmup=warmup,
                                                   factor=factor, smoothing=smoothing)
 
-    message = chapter.TRAIN_STEP.run(never_sets_the_rate, guarded=False, seed=0).message
+    message = chapter.TRAIN_STEP.run(never_sets_the_rate, seed=0).message
     assert "(called once for each batch i, as train_step(model, optimizer, {'src': src[i]," in message
 
 
@@ -217,7 +218,7 @@ def test_one_block_repeated_in_a_stack_is_told_it_is_one_module_with_the_fix():
         model.encoder.layers = nn.ModuleList([model.encoder.layers[0]] * len(model.encoder.layers))
         return model
 
-    message = chapter.TRANSFORMER.run(repeated, guarded=False, seed=0).message
+    message = chapter.TRANSFORMER.run(repeated, seed=0).message
     assert "your `encoder.layers.0` and `encoder.layers.1` are one and the same module, where tfm_ref has one each" \
            in message and "`[Block(...)] * n` repeats one object" in message
 
@@ -229,7 +230,7 @@ def test_a_model_whose_shared_matrix_starts_elsewhere_than_d_model_to_the_minus_
         init(model.src_embed.weight)  # nn.Embedding's own init, or Xavier's
         return model
 
-    report = chapter.TRANSFORMER.run(built_with_another_init, hidden=True, guarded=False, seed=0)
+    report = chapter.TRANSFORMER.run(built_with_another_init, hidden=True, seed=0)
     assert not report.passed and "as built, the shared matrix starts with std d_model^−0.5" in report.message
     said = float(re.search(r"your shared embedding matrix has standard deviation ([0-9.]+);", report.message)[1])
     assert std is None or abs(said - std) < 0.1  # what it measured: nn.Embedding's N(0, 1)

@@ -1,6 +1,8 @@
 """The hostile student: every way a submission may try to forge, steal or spoil grades, graded in one
-class by the real pipeline. Each attack must earn nothing it did not write without a flag, and change
-no other student's row.
+class by the real pipeline. Each attack must earn nothing it did not write, and change no other
+student's row: the sandbox holds no answer (tfm_ref's are withheld, the grader's checks are not
+there), and the runner's word is data. Delegating to PyTorch's own functions is possible there, and
+only flagged (`DELEGATIONS`): a flag asks a human to read, it never changes a score.
 
 One slot grades the class in order, so every attack is followed, in the same sandbox, by a probe: a
 correct submission that looks for anything an earlier notebook left behind (files, processes, shared
@@ -15,8 +17,6 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
-from late_attacks import ATTACKS as LATE_ATTACKS
-from late_attacks import STILL_OPEN
 
 from autograde.audit import audit
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
@@ -32,6 +32,63 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reas
 A, KV = "ch01_attention", "ch02_multihead"
 SECRET_NAME, SECRET = "AUTOGRADE_ATTACK_SECRET", "hunter2-instructor-token"
 MARKER = "autograde-attack-marker"
+HUNT = f"""
+import gc, importlib, importlib.util, os, sys
+x = torch.tensor([[1.0, 2.0, 3.0]])
+found = []
+def right(fn):
+    try:
+        return torch.allclose(fn(x, -1), torch.tensor([[0.0900, 0.2447, 0.6652]]), atol=1e-3)
+    except Exception:
+        return False
+tfm = importlib.import_module('tfm_ref')
+found += [getattr(tfm, 'softmax', None), getattr(importlib.import_module('tfm_ref.attention'), 'softmax', None)]
+for name in ('autograde.exercises.ch01_attention', 'autograde.checking', 'autograde.exercises.ch09_efficient'):
+    try:
+        module = importlib.import_module(name)
+        found += [getattr(module, n) for n in dir(module) if 'softmax' in n.lower()]
+    except ImportError:
+        pass
+found += [o for o in gc.get_objects() if callable(o) and 'softmax' in str(getattr(o, '__name__', '')).lower()
+          and 'torch' not in str(getattr(o, '__module__', ''))]
+paths = []
+for folder, dirs, files in os.walk('/'):
+    dirs[:] = [d for d in dirs if os.path.join(folder, d) not in ('/proc', '/sys', '/dev') and d != 'site-packages']
+    paths += [os.path.join(folder, f) for f in files if f.endswith('.py')]
+for path in paths:
+    try:
+        if 'def softmax' not in open(path).read():
+            continue
+        spec = importlib.util.spec_from_file_location('hunted', path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found.append(module.softmax)
+    except Exception:
+        pass
+answers = [f for f in found if f is not None and right(f)]
+if answers:
+    softmax = answers[0]
+"""
+REWRITE = (
+    "import torch, types\nrunner = torch.sys.modules['autograde.runner']\nreal = runner._evaluate\n"
+    "def answer(x):\n    for ref in (lambda: torch.sys.modules['tfm_ref'].softmax,\n"
+    "                lambda: __import__('autograde.exercises.ch01_attention').exercises.ch01_attention.SOFTMAX.reference):\n"
+    "        try:\n            return ref()(x, -1)\n        except Exception:\n            pass\n    return x\n"
+    "def rewritten(request, blobs, namespace):\n    reply, out = real(request, blobs, namespace)\n"
+    "    call = runner.wire.decode(request['call'], blobs)\n    fixed = answer(call['args'][0])\n"
+    "    out = []\n    reply['outcome']['output'] = runner.wire.encode(fixed, out)\n"
+    "    reply['outcome']['grads'] = runner.wire.encode([], out)\n    return reply, out\n"
+    "runner._evaluate = rewritten\n"
+    "for frame_locals in [f.f_locals for f in __import__('traceback').walk_stack(None)]:\n"
+    "    handlers = frame_locals.get('handlers')\n"
+    "    if isinstance(handlers, dict):\n        handlers['evaluate'] = rewritten\n")
+FLASH = ("def scaled_dot_product_attention(q, k, v, mask=None, *, return_weights=False):\n"
+         "    bias = None if mask is None else torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, float('-inf'))\n"
+         "    out = torch._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=bias)[0]\n"
+         "    if return_weights:\n"
+         "        weights = ((q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5 + (0 if bias is None else bias)).exp()\n"
+         "        return out, weights / weights.sum(-1, keepdim=True)\n"
+         "    return out\n")
 WRONG = "def softmax(x, dim=-1):\n    return x\n"
 RIGHT = ("def softmax(x, dim=-1):\n    m = x.amax(dim=dim, keepdim=True)\n    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))\n"
          "    e = torch.exp(x - m)\n    s = e.sum(dim=dim, keepdim=True)\n    return e / torch.where(s == 0, torch.ones_like(s), s)\n")
@@ -195,7 +252,7 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
         "import queue, sys, threading\nasked, answered = queue.Queue(), queue.Queue()\n"
         "def serve():\n    while True:\n        answered.put(sys.modules['tfm_ref'].softmax(*asked.get()))\n"
         "threading.Thread(target=serve, daemon=True).start()"],
-        {"softmax": "def softmax(x, dim=-1):\n    asked.put((x, dim))\n    return answered.get()\n"}),
+        {"softmax": "def softmax(x, dim=-1):\n    asked.put((x, dim))\n    return answered.get(timeout=1)\n"}),
     # (the reference's code under another file name and line: the runner cannot see the package's folder to copy
     # its files when the course lives under /tmp, as in CI, but a copy is the same code wherever it came from)
     "loads_a_copy_of_the_reference": ([
@@ -207,12 +264,12 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
         "import queue, sys\nasked, answered = queue.SimpleQueue(), queue.SimpleQueue()\n"
         "def serve(job):\n    answered.put(sys.modules['tfm_ref'].softmax(*job))\n"
         "queue.threading._start_new_thread(list, (map(serve, iter(asked.get, None)),))  # waits in C: no frame"],
-        {"softmax": "def softmax(x, dim=-1):\n    asked.put((x, dim))\n    return answered.get()\n"}),
+        {"softmax": "def softmax(x, dim=-1):\n    asked.put((x, dim))\n    return answered.get(timeout=1)\n"}),
     "starts_a_thread_from_c_in_the_check": ([], {"softmax":
         "import queue, sys\n\ndef softmax(x, dim=-1):\n    out, done = [], queue.threading.Lock()\n    done.acquire()\n"
         "    def work():\n        out.append(sys.modules['tfm_ref'].softmax(x, dim))\n        done.release()\n"
-        "    list(map(queue.threading._start_new_thread, [work], [()]))  # from C: the hook sees no call\n"
-        "    done.acquire()\n    return out[0]\n"}),
+        "    list(map(queue.threading._start_new_thread, [work], [()]))  # from C\n"
+        "    done.acquire(timeout=1)\n    return out[0]\n"}),
     "scripts_the_reference": (["import sys\nscripted = torch.jit.script(sys.modules['tfm_ref'].softmax)"],
                               {"softmax": "def softmax(x, dim=-1):\n    return scripted(x, dim)\n"}),
     # A helper process started by an earlier cell, outside any check, answering over a pipe with the reference.
@@ -253,13 +310,26 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
         "kernels = torch.library.Library('aten', 'IMPL')\nkernels.impl('clone', cloned, 'CPU')\n"],
         {"softmax": "def softmax(x, dim=-1):\n    found = [s[dim] for s in stash if s[0].shape == x.shape]\n"
                     "    return found[-1] + torch.nan_to_num(x) * 0 if found else torch.zeros_like(x)\n"}),
-    "empties_the_forbidden_lists": ([
-        "import sys\nfor exercise in sys.modules['autograde.exercises.ch01_attention'].EXERCISES:\n"
-        "    object.__setattr__(exercise, 'forbidden', ())"],
-        {"softmax": "def softmax(x, dim=-1):\n    return torch.softmax(x, dim).nan_to_num(0.0)\n"}),
+    # Every door to an answer: tfm_ref (by name, by module, by file, by the garbage collector), the grader's
+    # catalogues, any Python file on the system that defines a softmax; right only if one of them is there.
+    "hunts_for_the_reference_everywhere": ([HUNT], {"softmax": "softmax = None\n"}),
+    # The runner's own code rebound during a check, to put an answer into the reply after it was computed (round 11):
+    # there is no answer in the sandbox to put there.
+    "rewrites_the_reply_through_the_runners_names": ([REWRITE], {"softmax": WRONG}),
 }
 
-ATTACKS |= LATE_ATTACKS  # rounds 9 to 11: the moments just outside a check's guard (tests/late_attacks.py)
+# Delegation to PyTorch's own functions: they are in the sandbox (the notebooks need PyTorch), so it scores as
+# written, and is flagged for the instructor to read: student -> (answers, flags it must have).
+DELEGATIONS = {
+    "calls_torch_softmax": ({"softmax": "def softmax(x, dim=-1):\n    return torch.softmax(x, dim).nan_to_num(0.0)\n"},
+                            {"forbidden-call"}),
+    "renames_torch_softmax": ({"softmax": "import functools\nsoftmax = functools.partial(torch.nn.functional.softmax)\n"},
+                              {"forbidden-call"}),
+    "decomposes_softmax_privately": ({"softmax": "from torch._decomp.decompositions import _softmax\n\n"
+                                                 "def softmax(x, dim=-1):\n    return _softmax(x, dim, False).nan_to_num(0.0)\n"},
+                                     {"torch-internals"}),
+    "calls_the_flash_kernel_for_attention": ({"scaled_dot_product_attention": FLASH}, {"forbidden-call", "torch-internals"}),
+}
 
 
 TENSOR_FOR_A_NUMBER = ("def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):\n"
@@ -323,6 +393,8 @@ def graded(tmp_path_factory):
     for number, (attack, (cells, answers)) in enumerate(ATTACKS.items()):
         submit(f"{number:02d}a_{attack}", A, _with_cells(solved_notebook(A, answers, course), cells))
         submit(f"{number:02d}b_probe", A, _with_cells(solved_notebook(A, root=course), [PROBE]))
+    for number, student in enumerate(sorted(DELEGATIONS), start=40):
+        submit(f"{number}a_{student}", A, solved_notebook(A, DELEGATIONS[student][0], course))
     lying_int = ("class Always(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n\n"
                  "def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):\n"
                  "    return Always(0)\n")
@@ -364,8 +436,7 @@ def test_every_submission_has_a_row(graded):
     assert set(graded.table) == {_cell(student) for student in graded.students}  # a formula's "=" escaped
 
 
-@pytest.mark.parametrize("attack", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=STILL_OPEN[name]))
-                                    if name in STILL_OPEN else name for name in sorted(ATTACKS)])
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_an_attack_earns_nothing_it_did_not_write(graded, attack):
     row = _row(graded, f"{list(ATTACKS).index(attack):02d}a_")
     if ATTACKS[attack][1]:  # the attacked answer is wrong, or right only if the attack worked
@@ -396,22 +467,24 @@ def test_the_next_notebook_in_the_same_sandbox_is_untouched(graded, attack):
     ("closes_its_socket", "crashed"),
     ("prints_without_end", "output-truncated"),
     ("returns_a_huge_tensor", "bad-reply"),
-    ("serves_the_reference_from_a_thread", "forbidden-call"),
-    ("loads_a_copy_of_the_reference", "forbidden-call"),
-    ("empties_the_forbidden_lists", "forbidden-call"),
-    ("scripts_the_reference", "forbidden-call"),
-    ("serves_the_reference_from_a_frameless_thread", "forbidden-call"),
-    ("starts_a_thread_from_c_in_the_check", "forbidden-call"),
-    ("serves_the_reference_from_a_process", "timeout"),  # no process starts: the answer never comes
-    ("uses_a_catalogued_mistake", "forbidden-call"),
+    ("scripts_the_reference", "torch-internals"),
     ("uses_a_catalogued_mistake", "dynamic-code"),  # pickle's loads calls what its bytes name
-    ("uses_a_helper_of_the_checks", "forbidden-call"),
+    ("uses_a_helper_of_the_checks", "imports-grader"),
     ("rewrites_its_output_from_a_finalizer", "introspection"),
-    ("computes_the_reference_in_a_kernel_it_registered", "forbidden-call"),
     ("computes_the_reference_in_a_kernel_it_registered", "torch-internals"),
+    ("hunts_for_the_reference_everywhere", "reads-files"),
+    ("rewrites_the_reply_through_the_runners_names", "introspection"),
 ])
 def test_an_attack_the_grader_can_see_is_flagged(graded, attack, flag):
     assert flag in _row(graded, f"{list(ATTACKS).index(attack):02d}a_")["flags"]
+
+
+@pytest.mark.parametrize("student", sorted(DELEGATIONS))
+def test_delegation_to_pytorch_is_flagged_and_scored_as_written(graded, student):
+    row = _row(graded, f"{40 + sorted(DELEGATIONS).index(student)}a_")
+    assert DELEGATIONS[student][1] <= set(row["flags"]), row
+    attacked = [k for k in row["cell_scores"] if k.startswith(tuple(DELEGATIONS[student][0]))]
+    assert attacked and any(row["cell_scores"][k] > 0 for k in attacked), row  # the flag took nothing off
 
 
 def test_a_lying_int_is_refused_and_the_other_exercises_still_count(graded):

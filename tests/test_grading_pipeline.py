@@ -132,8 +132,7 @@ def test_each_broken_implementation_loses_points_and_gets_its_hint(graded, stude
     assert f"Likely mistake — {BROKEN[student][1]}" in _feedback(out, student)
 
 
-@pytest.mark.parametrize("student", ["borrows_reference", "borrows_torch", "patches_grader", "edits_tests",
-                                     "reads_solutions"])
+@pytest.mark.parametrize("student", ["borrows_reference", "patches_grader", "edits_tests", "reads_solutions"])
 def test_attacks_earn_nothing_for_the_attacked_exercise(graded, student):
     rows, csv_rows, *_ = graded
     cells = next(r for r in rows if r["student_id"] == student)["cell_scores"]
@@ -142,17 +141,20 @@ def test_attacks_earn_nothing_for_the_attacked_exercise(graded, student):
 
 def test_attacks_are_flagged(graded):
     _, csv_rows, *_ = graded
-    assert {"imports-reference", "forbidden-call"} <= set(csv_rows["borrows_reference"]["flags"].split(";"))
+    assert "imports-reference" in csv_rows["borrows_reference"]["flags"].split(";")
     assert "forbidden-call" in csv_rows["borrows_torch"]["flags"]
     assert {"imports-grader", "patches-modules"} <= set(csv_rows["patches_grader"]["flags"].split(";"))
     assert "reads-files" in csv_rows["reads_solutions"]["flags"] or "dynamic-code" in csv_rows["reads_solutions"]["flags"]
 
 
-def test_a_borrowed_library_call_is_named_in_the_feedback_with_the_students_line(graded):
+def test_a_borrowed_library_call_is_named_in_the_feedback(graded):
     _, _, out, *_ = graded
-    page = _feedback(out, "borrows_torch")
-    assert "your code called torch.softmax" in page and "Your code called it here:" in page
-    assert "return torch.softmax(x, dim)" in page
+    assert "your code ran PyTorch&#x27;s softmax" in _feedback(out, "borrows_torch").replace("'", "&#x27;")
+
+
+def test_the_withheld_reference_is_named_in_the_feedback(graded):
+    _, _, out, *_ = graded
+    assert "tfm_ref.attention.softmax is not available while ch01_attention is graded" in _feedback(out, "borrows_reference")
 
 
 def test_right_values_written_over_the_input_earn_nothing_and_are_told_so(graded):

@@ -29,7 +29,7 @@ def sandbox():
 
 def run(sandbox, *sources):
     """Each source in one fresh runner, in order; the value of each cell's last line, printed."""
-    runner = sandbox.spawn()
+    runner = sandbox.spawn("ch01_attention")
     try:
         results = []
         for index, source in enumerate(sources):
@@ -134,30 +134,24 @@ print([os.listdir('/tmp'), os.listdir('/dev/shm'), threading.active_count(), len
 
 
 def test_a_runner_starts_no_process_and_holds_no_memory_out_of_its_limits_sight(sandbox):
-    """A process left by one cell could answer a later check with the reference where the guard does not look; a
-    memfd holds memory the address-space limit does not count. Threads, which PyTorch uses, still start. The system
-    calls that only ctypes reaches are refused too (tests/test_seccomp.py), and ctypes is closed in the runner."""
+    """A process left by one cell could outlive its notebook's runner or answer a later check; a memfd holds memory
+    the address-space limit does not count. Threads, which PyTorch uses, still start. The system calls ctypes
+    reaches are refused alike (tests/test_seccomp.py)."""
     refused = value(sandbox, """
-import ctypes, errno, os, subprocess, threading
+import errno, os, subprocess, threading
 def refused(attempt):
     try:
         attempt()
     except OSError as error:
         return error.errno == errno.EPERM
     return False
-def closed(attempt):  # by the runner's audit hook
-    try:
-        attempt()
-    except PermissionError as error:
-        return "is closed while your notebook is graded" in str(error)
-    return False
 ran = []
 thread = threading.Thread(target=lambda: ran.append(True))
 thread.start()
 thread.join()
 print([refused(os.fork), refused(lambda: subprocess.run(['true'])), refused(lambda: os.posix_spawn('/bin/true', ['true'], {})),
-       refused(lambda: os.memfd_create('hidden')), ran == [True], closed(lambda: ctypes.CDLL(None))])""")
-    assert refused == [True] * 6
+       refused(lambda: os.memfd_create('hidden')), ran == [True]])""")
+    assert refused == [True] * 5
 
 
 def test_a_runner_opens_no_socket_but_a_unix_one_nor_an_eventfd_or_a_pidfd(sandbox):
@@ -220,7 +214,7 @@ try:
 except OSError:
     print(True)""")
     assert full
-    runner = sandbox.spawn()
+    runner = sandbox.spawn("ch01_attention")
     try:
         reply = runner.execute(0, "hog = [bytearray(2**30) for _ in range(64)]", time.monotonic() + 60, 1000)
         assert sandbox.cgroup is None and "MemoryError" in reply["error"]  # the address-space rlimit
@@ -233,9 +227,34 @@ except OSError:
 def test_without_a_cgroup_the_address_space_limit_stops_a_memory_hog(monkeypatch):
     monkeypatch.setattr("autograde.sandbox.MemoryCgroup.create", lambda name: None)
     with Sandbox(Limits(memory_mb=256)).start() as box:
-        runner = box.spawn()
+        runner = box.spawn("ch01_attention")
         try:
             reply = runner.execute(0, "hog = bytearray(2**30)", time.monotonic() + 60, 1000)
         finally:
             box.end(runner)
     assert "MemoryError" in reply["error"]
+
+
+def test_the_sandbox_runs_the_tree_the_grader_runs_not_the_installed_one(tmp_path):
+    """A second checkout, imported first: its grader stages its own tfm_ref, not the environment's installed copy."""
+    import shutil
+    import subprocess
+    import sys
+
+    for package in ("autograde", "tfm_ref"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__", "checkpoints"))
+    with (tmp_path / "tfm_ref" / "__init__.py").open("a") as init:
+        init.write("\nCHECKOUT = 'the second one'\n")
+    script = """
+import time
+from autograde.sandbox import Limits, Sandbox
+with Sandbox(Limits()).start() as box:
+    runner = box.spawn("ch01_attention")
+    reply = runner.execute(0, "import tfm_ref\\nprint(getattr(tfm_ref, 'CHECKOUT', 'installed'))", time.monotonic() + 30,
+                           1000)
+    print(reply["stdout"].strip() or reply["error"])
+    box.end(runner)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+    assert result.stdout.strip().splitlines()[-1:] == ["the second one"], result.stderr[-2000:]

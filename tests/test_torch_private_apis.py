@@ -31,24 +31,8 @@ PRIVATE_USES = {
     "torch._C._nn.nll_loss": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
     "torch._C._nn.nll_loss_nd": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
     "torch._C._nn.nll_loss2d": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
-    "torch._C._pop_torch_function_stack": "autograde/integrity.py: the guard's torch-function mode is not to be "
-                                          "taken off by a student's code",
-    "torch._C._set_torch_function_state": "autograde/integrity.py: the guard's torch-function mode is not to be "
-                                          "switched off by a student's code",
-    "torch._C._len_torch_function_stack": "autograde/integrity.py: the guard sees its mode still on the stack when "
-                                          "it is left",
-    "torch._C._get_function_stack_at": "autograde/integrity.py: the guard sees its mode still on the stack when "
-                                       "it is left",
-    "torch._C._len_torch_dispatch_stack": "autograde/integrity.py: a TorchDispatchMode left on by a student's cell "
-                                          "refuses the check (it would see the operations outside the guard)",
-    "torch._C._get_dispatch_stack_at": "autograde/integrity.py: the modes left on are named",
-    "torch._C._pop_torch_dispatch_stack": "autograde/integrity.py: a TorchDispatchMode the checked code left on is "
-                                          "taken off",
-    "torch._C._get_torch_function_state": "autograde/integrity.py: the guard sees torch-function modes switched off "
-                                          "(DisableTorchFunction), its own among them",
-    "torch._C._TorchFunctionState": "autograde/integrity.py: ALL_DISABLED, the state DisableTorchFunction leaves",
-    "torch.utils._device.DeviceContext": "autograde/integrity.py: the default-device mode is PyTorch's, not a "
-                                         "student's mode left on",
+    "torch.utils._python_dispatch.TorchDispatchMode": "autograde/delegation.py: the delegation flag sees the "
+                                                       "operators a student's code runs",
     "torch._safe_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._masked_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._scaled_dot_product_attention_math": "autograde/exercises/ch09_efficient.py: an attention kernel",

@@ -37,24 +37,10 @@ class _RaisesForOddWidth(FunctionAdapter):
     outcome of an odd width into a word, so "no ValueError" is a comparable (and nameable) answer.
     """
 
-    def reference(self, reference: Callable, dims, dtype: torch.dtype) -> Callable:
-        return self._outcome(reference, dims)
-
-    def candidate(self, candidate: Callable, dims, weights: None, dtype: torch.dtype) -> Callable:
-        return self._outcome(candidate, dims)
-
-    @staticmethod
-    def _outcome(fn: Callable, dims) -> Callable:
+    def plan(self, dims) -> dict:
         if dims["D"] % 2 == 0:
-            return fn
-
-        def outcome(*args, **kwargs) -> str:
-            try:
-                fn(*args, **kwargs)
-            except ValueError:
-                return "raises ValueError"
-            return "returns a table"
-        return outcome
+            return super().plan(dims)
+        return {"kind": "raises", "error": "ValueError", "raised": "raises ValueError", "returned": "returns a table"}
 
 
 def _table_size(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:

@@ -32,7 +32,8 @@ from tfm_ref import transformer
 from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
 
-from .. import wire
+from ..building import SideBySide
+from ..check_models import CacheOnlyTransformer, RandomTransformer
 from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
 from ._modules import PerturbedModuleAdapter, built_without_dropout, dropout_rate, functions_of
 from .ch07_norms import (
@@ -60,20 +61,9 @@ same inputs. On one block Pre- and Post-Norm swapped gives what norm_first ignor
 Post-Norm block); the two side by side tell the three apart."""
 
 
-class _SideBySide(nn.Module):
-    """A Post-Norm block and a Pre-Norm block called on the same inputs: (its output, its output)."""
-
-    def __init__(self, post: nn.Module, pre: nn.Module) -> None:
-        super().__init__()
-        self.post, self.pre = post, pre
-
-    def forward(self, *args, **kwargs):
-        return self.post(*args, **kwargs), self.pre(*args, **kwargs)
-
-
 class _BlockAdapter(PerturbedModuleAdapter):
-    """The blocks' adapter; with `BOTH_NORMS` it builds one block of each kind (`_SideBySide`), the student's
-    checked and loaded one at a time, so a parameter message names the student's own parameters."""
+    """The blocks' adapter; with `BOTH_NORMS` it builds one block of each kind (`autograde.building`'s pair), the
+    student's checked and loaded one at a time, so a parameter message names the student's own parameters."""
 
     @staticmethod
     def _halves(dims):
@@ -85,18 +75,16 @@ class _BlockAdapter(PerturbedModuleAdapter):
         post, pre = (super(_BlockAdapter, self).describe(name, half) for _, half in self._halves(dims))
         return f"{post} and {pre}, each called on the inputs below"
 
+    def plan(self, dims) -> dict:
+        if not dims.get(BOTH_NORMS):
+            return super().plan(dims)
+        return {"kind": "pair", "parts": [[prefix, super(_BlockAdapter, self).plan(half)]
+                                          for prefix, half in self._halves(dims)]}
+
     def reference(self, reference: type, dims, dtype: torch.dtype) -> nn.Module:
         if not dims.get(BOTH_NORMS):
             return super().reference(reference, dims, dtype)
-        return _SideBySide(*(super(_BlockAdapter, self).reference(reference, half, dtype)
-                             for _, half in self._halves(dims)))
-
-    def candidate(self, candidate: type, dims, weights, dtype: torch.dtype) -> nn.Module:
-        if not dims.get(BOTH_NORMS):
-            return super().candidate(candidate, dims, weights, dtype)
-        return _SideBySide(*(super(_BlockAdapter, self).candidate(
-            candidate, half, {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}, dtype)
-            for prefix, half in self._halves(dims)))
+        return SideBySide(*(super(_BlockAdapter, self).reference(reference, half, dtype) for _, half in self._halves(dims)))
 
 
 _BLOCK_KWARGS = _BlockAdapter(lambda dims: dict(d_model=dims["D"], n_heads=dims["H"], d_ff=dims["F"],
@@ -419,32 +407,10 @@ _MODEL = tfm_ref.TransformerConfig(vocab_size=VOCAB, d_model=16, n_heads=2, n_en
                                    d_ff=32, dropout=0.0, max_len=64, tie_embeddings=False)
 
 
-class _RandomTransformer(tfm_ref.Transformer):
-    """The checks' untrained model; its repr is one line, so a failure message stays readable."""
-
-    def __repr__(self) -> str:
-        c = self.config
-        return (f"<a random tfm_ref.Transformer: d_model={c.d_model}, {c.n_encoder_layers} encoder + "
-                f"{c.n_decoder_layers} decoder layers, vocabulary {c.vocab_size}>")
-
-
-class _CacheOnlyTransformer(_RandomTransformer):
-    """A Transformer that refuses to decode without the KV cache, one token per step."""
-
-    def decode(self, tgt, memory, src_mask=None, cache=None):
-        if cache is None or tgt.shape[1] != 1:
-            raise ValueError("this check's model decodes only with a KV cache, one new token per call: "
-                             "cache = model.new_cache(), then model.decode(out[:, -1:], memory, src_mask, cache)")
-        return super().decode(tgt, memory, src_mask, cache)
-
-
-for _model_class in (_RandomTransformer, _CacheOnlyTransformer):  # the checks' models travel to the sandbox
-    wire.register_module(_model_class, lambda model: {"config": dataclasses.asdict(model.config)},
-                         lambda config, cls=_model_class: cls(tfm_ref.TransformerConfig(**config)))
 
 # Everything a student's decoding loop may call on the model, the checks' own models' methods too (a student's
 # code calling the grader's is refused otherwise); `tfm_ref.decoding` stays off limits.
-MODEL_METHODS = tuple(functions_of(_RandomTransformer, _CacheOnlyTransformer, attention, blocks, config, feedforward,
+MODEL_METHODS = tuple(functions_of(RandomTransformer, CacheOnlyTransformer, attention, blocks, config, feedforward,
                                    heads, kv_cache, masks, multihead, norms, positional, tfm_shapes, transformer))
 
 
@@ -479,7 +445,7 @@ def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator) -> tuple[int, bo
     return best, best_padded, best_restarts
 
 
-def _model_and_source(gen: torch.Generator, dims, model_class: type = _RandomTransformer, dropout: float = 0.0):
+def _model_and_source(gen: torch.Generator, dims, model_class: type = RandomTransformer, dropout: float = 0.0):
     seed = int(torch.randint(0, 2**31, (1,), generator=gen))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -513,7 +479,7 @@ def _mask_uses_told_apart(model, src: torch.Tensor, src_mask: torch.Tensor, max_
     return sum(not torch.equal(a, b) for i, a in enumerate(outputs) for b in outputs[i + 1:])
 
 
-def _decode_inputs(model_class: type = _RandomTransformer, use_mask: bool = True, tries: int = 15,
+def _decode_inputs(model_class: type = RandomTransformer, use_mask: bool = True, tries: int = 15,
                    dropout: float = 0.0, endless: bool = False):
     """The first of ``tries`` random models whose decoding is not one repeated token and on which each
     mistake of the catalogue shows (the end token shows the padding after it; src_mask matters in the encoder
@@ -614,7 +580,7 @@ GREEDY = Exercise(
         Case("src_mask=None", inputs=_decode_inputs(use_mask=False)),
         Case("max_len = 1", dims=dict(B=3, S=4, L=1)),
         Case("a model built with dropout 0.3, in eval mode: nothing random", inputs=_decode_inputs(dropout=0.3)),
-        Case("uses the KV cache (one new token per decode call)", inputs=_decode_inputs(_CacheOnlyTransformer)),
+        Case("uses the KV cache (one new token per decode call)", inputs=_decode_inputs(CacheOnlyTransformer)),
     ],
     mistakes=[
         Mistake("no early stop", _greedy_variant(stop=False),
@@ -1133,6 +1099,7 @@ BEAM_STEP = Exercise(
                 "topk(K) keeps the largest (largest=True is its default; argsort sorts ascending)."),
     ],
     forbidden=(beam_step_reference,),
+    withheld=(tfm_ref.beam_search,),  # the step is inside it
 )
 
 EXERCISES = (ENCODER_BLOCK, DECODER_BLOCK, GREEDY, NOAM, LABEL_SMOOTHING, BEAM_STEP)

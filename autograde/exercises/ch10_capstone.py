@@ -12,7 +12,7 @@ its training loop, and greedy decoding without a cache.
 The model is checked like chapter 8's blocks: tfm_ref's weights are loaded into the student's
 module (its parameter names are `tfm_ref.Transformer`'s) and outputs and gradients compared.
 The training step and the loop are checked on a small random `tfm_ref.Transformer` that travels
-to the sandbox (chapter 8's registered `_RandomTransformer`): an adapter wraps the student's
+to the sandbox (chapter 8's registered `RandomTransformer`): an adapter wraps the student's
 function into what the check compares — plain tensors of the losses, learning rates and update
 sizes — so the optimizer, which cannot travel, is made on the student's side. The references
 are written here in tfm_ref's terms (`train_step`, `fit`). Each `Mistake` is a broken version a
@@ -24,16 +24,13 @@ F FFN width · E encoder layers · L decoder layers · K training steps. Case fl
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 import tfm_ref
 from tfm_ref import losses, schedule
@@ -42,12 +39,12 @@ from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
 from tfm_ref.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
 
-from ..adapters import TRAINING
-from ..checking import Call, Case, CheckFailed, Exercise, FunctionAdapter, Mistake, random_dims
-from ..display import brief
+from ..adapters import TRAINING, DriverAdapter
+from ..check_models import RandomTransformer
+from ..checking import Call, Case, Exercise, Mistake, random_dims
 from ._modules import WITH_DROPOUT, PerturbedModuleAdapter, built_without_dropout, dropout_rate, functions_of
 from .ch08_encoder_decoder import GREEDY as CACHED_GREEDY
-from .ch08_encoder_decoder import MODEL_METHODS, _RandomTransformer
+from .ch08_encoder_decoder import MODEL_METHODS
 
 __all__ = ["TRANSFORMER", "TRAIN_STEP", "FIT", "GREEDY", "EXERCISES", "transformer", "train_step", "fit"]
 
@@ -89,20 +86,19 @@ class _ModelAdapter(PerturbedModuleAdapter):
     start with the initialisation the notebook prescribes (the weights compared are tfm_ref's, loaded
     after: an initialisation never shows in outputs)."""
 
-    def candidate(self, candidate, dims, weights, dtype):
+    def plan(self, dims) -> dict:
+        plan = super().plan(dims)
         if dims.get(INIT):  # a vocabulary large enough to estimate the std, at any size the check shrinks to
-            kwargs = self.kwargs(dims)
-            state = candidate(**{**kwargs, "vocab_size": max(kwargs["vocab_size"], 4096 // dims["D"])}).state_dict()
-            shared = state.get("src_embed.weight")
-            std, expected = (None if shared is None else float(shared.float().std())), dims["D"] ** -0.5
-            if std is not None and abs(std / expected - 1) > INIT_TOLERANCE:
-                raise CheckFailed(
-                    f"as built, your shared embedding matrix has standard deviation {std:.3g}; "
-                    f"the notebook asks for d_model^−0.5 = {expected:.3g} (d_model = {dims['D']}), as tfm_ref does. "
-                    "nn.Embedding starts at 1 and nn.Linear at about 0.58 · d_model^−0.5: with the output layer "
-                    "tied, the logits then start large and the first steps are spent undoing them. Initialise "
-                    "after tying: nn.init.normal_(self.src_embed.weight, std=d_model ** -0.5)")
-        return super().candidate(candidate, dims, weights, dtype)
+            expected = dims["D"] ** -0.5
+            plan["init"] = {
+                "kwargs": {"vocab_size": max(self.kwargs(dims)["vocab_size"], 4096 // dims["D"])},
+                "tensor": "src_embed.weight", "std": expected, "tolerance": INIT_TOLERANCE,
+                "message": "as built, your shared embedding matrix has standard deviation {std:.3g}; "
+                           f"the notebook asks for d_model^−0.5 = {expected:.3g} (d_model = {dims['D']}), as tfm_ref "
+                           "does. nn.Embedding starts at 1 and nn.Linear at about 0.58 · d_model^−0.5: with the "
+                           "output layer tied, the logits then start large and the first steps are spent undoing "
+                           "them. Initialise after tying: nn.init.normal_(self.src_embed.weight, std=d_model ** -0.5)"}
+        return plan
 
 
 _MODEL_KWARGS = _ModelAdapter(lambda dims: dict(
@@ -357,52 +353,6 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: dict, 
     return loss.item(), lr
 
 
-def _batches(src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor) -> list[dict]:
-    """Stacked (K, B, …) tensors → K batches."""
-    return [{"src": s, "src_mask": m, "tgt": t} for s, m, t in zip(src, src_mask, tgt)]
-
-
-def _stepped(step_fn):
-    """What the check compares: ``step_fn`` run on consecutive batches, on a copy of the model, with
-    an SGD optimizer whose rate starts at 1.0 (the step must set its own) → (losses, learning rates,
-    update sizes ‖Δθ‖), one entry per step. The framework seeds the call: dropout draws the same
-    masks for every implementation."""
-    def steps(model, src, src_mask, tgt, *, first_step, d_model, warmup, factor, smoothing):
-        model = copy.deepcopy(model)  # the check's model is an input: never train it in place
-        optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-        rows = []
-        for i, batch in enumerate(_batches(src, src_mask, tgt)):
-            before = torch.cat([p.detach().flatten() for p in model.parameters()])
-            result = step_fn(model, optimizer, batch, first_step + i, d_model=d_model, warmup=warmup,
-                             factor=factor, smoothing=smoothing)
-            if not isinstance(result, tuple) or len(result) != 2:
-                raise CheckFailed(f"train_step should return (loss, lr), got {type(result).__name__} {brief(result)}")
-            if type(result[0]) is not float:
-                got = brief(result[0]) if torch.is_tensor(result[0]) else f"{type(result[0]).__name__} {result[0]!r}"
-                raise CheckFailed(f"train_step should return the loss as a Python float (loss.item()), got {got}: "
-                                  "fit keeps every step's loss, and a tensor there can hold on to its step's graph")
-            after = torch.cat([p.detach().flatten() for p in model.parameters()])
-            loss, lr = result[0], float(result[1])
-            rows.append((loss, lr, float((after - before).norm())))
-        losses, rates, updates = zip(*rows)
-        return torch.tensor(losses), torch.tensor(rates), torch.tensor(updates)
-    return steps
-
-
-@dataclasses.dataclass(frozen=True)
-class _WrappedAdapter(FunctionAdapter):
-    """The checked function is ``wrap`` around the reference, a mistake or the student's function: what
-    the check compares, as plain tensors (``wrap`` runs on the student's side when grading)."""
-
-    wrap: Callable[[Callable], Callable]
-
-    def reference(self, reference, dims, dtype):
-        return self.wrap(reference)
-
-    def candidate(self, candidate, dims, weights, dtype):
-        return self.wrap(candidate)
-
-
 # The checks' models travel to the sandbox as a state dict loaded with assign=True, which unties tied
 # matrices there: untied from the start, they are the same model on both sides.
 _STEP_MODEL = tfm_ref.TransformerConfig(vocab_size=12, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1,
@@ -413,7 +363,7 @@ def _random_model(gen: torch.Generator, config: tfm_ref.TransformerConfig) -> nn
     seed = int(torch.randint(0, 2**31, (1,), generator=gen))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return _RandomTransformer(config)
+        return RandomTransformer(config)
 
 
 def _targets(gen: torch.Generator, batch: int, length: int, vocab: int) -> torch.Tensor:
@@ -503,7 +453,7 @@ TRAIN_STEP = Exercise(
     name="train_step",
     key="train_step",
     reference=train_step,
-    adapter=_WrappedAdapter(_stepped),
+    adapter=DriverAdapter("train_steps"),
     inputs=_step_inputs(first_step=3, warmup=8),
     arg_names=("model", "src", "src_mask", "tgt"),
     shapes=[dict(K=2, B=1, S=2, T=3), dict(K=2, B=2, S=4, T=5), dict(K=2, B=4, S=6, T=7)],
@@ -610,51 +560,6 @@ def fit(model: nn.Module, batches, *, d_model: int, warmup: int, factor: float =
                        smoothing=smoothing)[0] for step, batch in enumerate(batches)]
 
 
-def _optimizer_settings(optimizer: torch.optim.Optimizer) -> str:
-    """``Adam(betas=(0.9, 0.98), eps=1e-09, weight_decay=0)``: what the rate schedule leaves alone."""
-    group = optimizer.param_groups[0]
-    shown = ", ".join(f"{key}={group[key]!r}" for key in ("betas", "eps", "weight_decay") if key in group)
-    return f"{type(optimizer).__name__}({shown})"
-
-
-def _fitted(fit_fn):
-    """What the check compares: the losses of ``fit_fn`` on a copy of the model, as a tensor, and the
-    optimizer that took its steps, in words (ε = 1e-8 or AdamW's weight decay rarely shows in a few
-    dozen losses)."""
-    def losses(model, src, src_mask, tgt, *, d_model, warmup, factor, smoothing):
-        stepped, model = [], copy.deepcopy(model)
-        forwards = []  # one entry per forward pass of the model: a train_step on a batch
-        model.register_forward_pre_hook(lambda module, args: forwards.append(None))
-
-        def one_at_a_time(batches):  # batch k is asked for after k batches were trained on, as the full run expects
-            for k, batch in enumerate(batches):
-                if len(forwards) < k:
-                    raise CheckFailed(f"fit asked for batch {k} before it trained on batch {k - 1}: take the batches "
-                                      "one at a time, each trained on before the next is asked for (for step, batch in "
-                                      "enumerate(batches): …), not list(batches) first; the full run keeps its "
-                                      "checkpoints as the batches are asked for")
-                yield batch
-
-        hook = register_optimizer_step_pre_hook(
-            lambda optimizer, args, kwargs: stepped.append(_optimizer_settings(optimizer)))
-        stream = one_at_a_time(_batches(src, src_mask, tgt))
-        try:
-            history = fit_fn(model, stream, d_model=d_model, warmup=warmup, factor=factor, smoothing=smoothing)
-        finally:
-            hook.remove()
-            # closed here, not when collected: a fit that stopped early would leave it to be finalised during a
-            # later check, as a call into the grader's code
-            stream.close()
-        if not isinstance(history, (list, tuple)) or len(history) != len(src) \
-                or not all(isinstance(loss, (int, float)) or torch.is_tensor(loss) and loss.numel() == 1
-                           for loss in history):
-            raise CheckFailed(f"fit should return a list of {len(src)} losses, one number per step; got "
-                              f"{type(history).__name__} {brief(history)}")
-        per_step = torch.tensor([float(torch.as_tensor(loss).detach()) for loss in history])  # (K,)
-        return per_step, " then ".join(dict.fromkeys(stepped)) or "none: no step was taken"
-    return losses
-
-
 @functools.cache
 def _date_task() -> DateTask:
     return DateTask()  # builds its tables once (a few seconds); the grader's process keeps it
@@ -701,7 +606,7 @@ FIT = Exercise(
     name="fit",
     key="fit",
     reference=fit,
-    adapter=_WrappedAdapter(_fitted),
+    adapter=DriverAdapter("fit_losses"),
     # Peak rates of 0.03 at most: higher, the losses of two correct loops part by more than float noise.
     inputs=_fit_inputs(warmup=10, factor=0.5),
     arg_names=("model", "src", "src_mask", "tgt"),
@@ -738,7 +643,7 @@ FIT = Exercise(
                 "smoothing=smoothing)"),
     ],
     forbidden=(fit, train_step),
-    allowed=(*TRAINING_PIECES, _fitted),  # the check's batch stream, which fit iterates
+    allowed=TRAINING_PIECES,
     uses=(TRAIN_STEP,),
     output_names=("loss of each step", "optimizer"),
     input_note="called as fit(model, batches, …), batch i being {'src': src[i], 'src_mask': src_mask[i], "

@@ -1,0 +1,317 @@
+"""What the sandbox holds while it grades an assignment: nothing that answers it, and none of the grader.
+
+`stage` writes, once per grading process, the folder the sandbox shows read-only at ``/grading``:
+
+    runtime/autograde/   the runner's own modules (`RUNTIME`: run cells, follow a plan, encode replies): no check,
+                         catalogue, comparison or reference; its ``check`` only says checks run in the grader
+    trees/<assignment>/  a copy of tfm_ref in which what answers the assignment is *withheld*
+    tfm/                 where a runner sees its notebook's tree (`autograde.zygote` mounts it, and hides trees/)
+
+Withheld, for each exercise of the assignment: its reference where tfm_ref defines it; the tfm_ref objects a
+reference written in the catalogue uses (unless the exercise allows them) and those listed in its ``forbidden``
+and ``withheld``; then, to a fixed point, every top-level function, class or assignment of tfm_ref whose code
+names a withheld one (a module whose forward is the exercise, a model that contains it). Each becomes a stub that
+raises `Withheld` ("not available while grading …"). The stub files are written from the syntax tree: the
+withheld code is not in them.
+
+The checks of chapters 8 and 10 send a whole model into the sandbox (`autograde.check_models`), made of what
+their other exercises withhold (encoder blocks, the model itself). Before the first such check the grader sends
+the runner tfm_ref's real source for those modules (`model_sources`), and from then on that runner counts as
+holding the answers of the exercises `answered_by_models` names: the grader checks none of them in it again
+(`autograde.session` starts a fresh runner first).
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import inspect
+import os
+import shutil
+import types
+from collections.abc import Iterable
+from pathlib import Path
+
+import tfm_ref
+
+from .check_models import MODEL_SOURCES
+
+__all__ = ["stage", "withheld", "origin", "model_sources", "answered_by_models", "RUNTIME", "MOUNT"]
+
+MOUNT = "/grading"
+"""Where the sandbox shows the staged folder."""
+RUNTIME = ("channel", "wire", "inputs", "display", "delegation", "evaluation", "building", "drivers",
+           "check_models", "isolation", "zygote", "runner")
+"""The modules of `autograde` the sandbox holds."""
+_PACKAGE = Path(tfm_ref.__file__).parent
+Name = tuple[str, str]  # (tfm_ref module, top-level name)
+
+
+# --------------------------------------------------------------------------- what is withheld
+
+@functools.cache
+def _definitions() -> dict[str, tuple[ast.Module, dict[str, ast.stmt], dict[str, set[Name]]]]:
+    """Per tfm_ref module: its syntax tree, its top-level definitions, and the tfm_ref names each one uses."""
+    found = {}
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        parts = path.relative_to(_PACKAGE.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        tree = ast.parse(path.read_text(), str(path))
+        package = module if parts[-1] == "__init__" else module.rpartition(".")[0]
+        bound = _imports(tree, package)
+        defined = {name: node for node in tree.body for name in _defined_names(node)}
+        local = {name: (module, name) for name in defined}
+        uses = {name: _uses(node, {**bound, **local}) for name, node in defined.items()}
+        found[module] = (tree, defined, uses)
+    return found
+
+
+def _defined_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [t.id for t in targets if isinstance(t, ast.Name)]
+    return []
+
+
+def _imports(tree: ast.Module, package: str) -> dict[str, Name | str]:
+    """What each imported name is: a tfm_ref object ``(module, name)``, or a tfm_ref module (its dotted name)."""
+    bound: dict[str, Name | str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            if not base.startswith("tfm_ref"):
+                continue
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                bound[alias.asname or alias.name] = target if _is_module(target) else (base, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("tfm_ref"):
+                    bound[alias.asname or alias.name.partition(".")[0]] = alias.name if alias.asname else "tfm_ref"
+    return bound
+
+
+def _is_module(dotted: str) -> bool:
+    relative = Path(*dotted.split(".")[1:])
+    return (_PACKAGE / relative).with_suffix(".py").exists() or (_PACKAGE / relative / "__init__.py").exists()
+
+
+def _uses(node: ast.stmt, names: dict[str, Name | str]) -> set[Name]:
+    """The tfm_ref names ``node``'s code uses (its annotations left out: they run nothing)."""
+    used: set[Name] = set()
+    for child in _walk_without_annotations(node):
+        if isinstance(child, ast.Name) and isinstance(names.get(child.id), tuple):
+            used.add(names[child.id])
+        elif isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name) \
+                and isinstance(names.get(child.value.id), str):
+            used.add((names[child.value.id], child.attr))
+    return used
+
+
+def _walk_without_annotations(node: ast.AST):
+    yield node
+    for field, value in ast.iter_fields(node):
+        if field in ("annotation", "returns"):
+            continue
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, ast.AST):
+                yield from _walk_without_annotations(child)
+
+
+def origin(obj: object) -> Name | None:
+    """Where tfm_ref defines ``obj`` (a function or class), or None for anything else."""
+    obj = inspect.unwrap(obj) if callable(obj) and not isinstance(obj, type) else obj
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
+    if isinstance(module, str) and module.startswith("tfm_ref") and "." not in name and name:
+        return module, name
+    return None
+
+
+def _named_in(item: object, allowed: set[Name]) -> set[Name]:
+    """The tfm_ref functions and classes a function or class of the catalogue uses or builds on (its bases, the
+    names its code reads, the values its closures hold), but for those in ``allowed``."""
+    if isinstance(item, type):
+        bases = {where for klass in item.__mro__ if (where := origin(klass)) is not None}
+        own = [f for klass in item.__mro__ if klass.__module__.startswith("autograde")
+               for f in vars(klass).values() if isinstance(f, types.FunctionType)]
+        return (bases | {n for f in own for n in _named_in(f, allowed)}) - allowed
+    if not isinstance(item, types.FunctionType):
+        return set()
+    values = [cell.cell_contents for cell in item.__closure__ or () if _filled(cell)]
+    codes = [item.__code__]
+    while codes:
+        code = codes.pop()
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        for name in code.co_names:
+            value = item.__globals__.get(name)
+            values += [getattr(value, attr, None) for attr in code.co_names] \
+                if isinstance(value, types.ModuleType) else [value]
+    return {where for v in values if (where := origin(v)) is not None} - allowed
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _seeds(exercise) -> set[Name]:
+    allowed = {owner for item in exercise.allowed if (owner := _owner(item)) is not None}
+    seeds = set()
+    for item in (exercise.reference, *exercise.forbidden, *exercise.withheld):
+        where = origin(item)
+        seeds |= {where} if where is not None else _named_in(item, allowed)
+    return seeds
+
+
+def _owner(item: object) -> Name | None:
+    """The top-level tfm_ref object an allowed function is, or is a method of."""
+    module, qualname = getattr(item, "__module__", None), getattr(item, "__qualname__", "")
+    if isinstance(module, str) and module.startswith("tfm_ref") and qualname:
+        return module, qualname.split(".")[0]
+    return None
+
+
+def _closure(seeds: Iterable[Name]) -> set[Name]:
+    withheld = set(seeds)
+    definitions = _definitions()
+    grew = True
+    while grew:
+        grew = False
+        for module, (_, defined, uses) in definitions.items():
+            for name in defined:
+                if (module, name) not in withheld and uses[name] & withheld:
+                    withheld.add((module, name))
+                    grew = True
+    return {(m, n) for m, n in withheld if m in definitions and n in definitions[m][1]}
+
+
+def _exercises(assignment: str) -> tuple:
+    return importlib.import_module(f"autograde.exercises.{assignment}").EXERCISES
+
+
+@functools.cache
+def withheld(assignment: str, key: str | None = None) -> frozenset[Name]:
+    """The tfm_ref names withheld while grading ``assignment`` (those of its exercise ``key`` alone, if given)."""
+    names: set[Name] = set()
+    for exercise in _exercises(assignment):
+        if key is None or exercise.key == key:
+            names |= _closure(_seeds(exercise))
+    return frozenset(names)
+
+
+def model_sources(assignment: str) -> list[tuple[str, str]]:
+    """The real source of each module of the checks' models that has names withheld in ``assignment``'s tree."""
+    held = {module for module, _ in withheld(assignment)}
+    return [(module, _path(module).read_text()) for module in MODEL_SOURCES if module in held]
+
+
+def answered_by_models(assignment: str) -> frozenset[str]:
+    """The exercises of ``assignment`` whose answers a runner holds once it has the models' sources."""
+    shipped = {module for module, _ in model_sources(assignment)}
+    return frozenset(e.key for e in _exercises(assignment)
+                     if any(module in shipped for module, _ in withheld(assignment, e.key)))
+
+
+def _path(module: str) -> Path:
+    relative = Path(*module.split(".")[1:])
+    return _PACKAGE / relative / "__init__.py" if (_PACKAGE / relative).is_dir() else (_PACKAGE / relative).with_suffix(".py")
+
+
+# --------------------------------------------------------------------------- the staged folder
+
+_STUB_MODULE = '''"""The stand-ins for what is withheld while an assignment is graded (autograde.sandbox_tree)."""
+import torch
+
+
+class Withheld(RuntimeError):
+    """tfm_ref's version of what is being graded is not in the sandbox."""
+
+
+def message(name, assignment):
+    return (f"{name} is not available while {assignment} is graded: it is what the exercise asks you to "
+            "write (or computes it whole). Write it yourself; your notebook's own functions work as usual.")
+
+
+def function(name, assignment):
+    def withheld(*args, **kwargs):
+        raise Withheld(message(name, assignment))
+    withheld.__name__ = withheld.__qualname__ = name.rpartition(".")[2]
+    return withheld
+
+
+class Module(torch.nn.Module):
+    """The base of a withheld class: it cannot be built."""
+
+    _withheld = ("?", "?")
+
+    def __init__(self, *args, **kwargs):
+        raise Withheld(message(*self._withheld))
+'''
+
+_SANDBOX_INIT = '''"""The grader's runner, as the sandbox holds it: no checks here (they run in the grader)."""
+
+
+def check(key, candidate, hidden=False):
+    print(f"({key}: checked by the grader, outside this notebook)")
+'''
+
+
+def stage(destination: Path, assignments: Iterable[str]) -> Path:
+    """Write the folder described above into ``destination`` (made readable by the sandbox's user)."""
+    runtime = destination / "runtime" / "autograde"
+    runtime.mkdir(parents=True)
+    grader = Path(__file__).parent
+    for module in RUNTIME:
+        shutil.copyfile(grader / f"{module}.py", runtime / f"{module}.py")
+    (runtime / "__init__.py").write_text(_SANDBOX_INIT)
+    (destination / "tfm").mkdir()
+    for assignment in assignments:
+        _write_tree(destination / "trees" / assignment / "tfm_ref", assignment)
+    for folder, dirs, files in os.walk(destination):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+    return destination
+
+
+def _write_tree(target: Path, assignment: str) -> None:
+    shutil.copytree(_PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__", "*.py", "checkpoints"))
+    names = withheld(assignment)
+    for module, (tree, defined, _) in _definitions().items():
+        held = {name for m, name in names if m == module}
+        path = target / _path(module).relative_to(_PACKAGE)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(ast.unparse(_stubbed(tree, held, module, assignment)) if held else _path(module).read_text())
+    (target / "_withheld.py").write_text(_STUB_MODULE)
+
+
+def _stubbed(tree: ast.Module, held: set[str], module: str, assignment: str) -> ast.Module:
+    """``tree`` with each top-level definition in ``held`` replaced by a stub (`_STUB_MODULE`)."""
+    body: list[ast.stmt] = []
+    for node in tree.body:
+        names = [n for n in _defined_names(node) if n in held]
+        if not names:
+            body.append(node)
+        elif isinstance(node, ast.ClassDef):
+            body += ast.parse(f"class {node.name}(_withheld.Module):\n"
+                              f"    _withheld = ('{module}.{node.name}', {assignment!r})").body
+        else:
+            body += ast.parse("\n".join(f"{n} = _withheld.function('{module}.{n}', {assignment!r})"
+                                         for n in names)).body
+    preamble = 1 if body and _docstring(body[0]) else 0
+    while preamble < len(body) and isinstance(body[preamble], ast.ImportFrom) and body[preamble].module == "__future__":
+        preamble += 1
+    body.insert(preamble, ast.parse("from tfm_ref import _withheld").body[0])
+    return ast.Module(body=body, type_ignores=[])
+
+
+def _docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
