@@ -50,6 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     grd.add_argument("--max-submission-mb", type=_positive(float), default=100.0,
                      help="a student's notebooks together, all assignments (unpacked, from a zip): over it, none "
                      "of that student's is read (flag submission-too-large); everyone else is graded")
+    grd.add_argument("--submitted-at", type=Path, metavar="TIMES.csv",
+                     help="when each submission was handed in, from a record the students cannot write (your LMS's "
+                     "export): columns student_id, assignment, time (ISO 8601, or as Canvas and Moodle write it). "
+                     "The late policy uses it; a submission it lacks is flagged no-timestamp. Without it, a "
+                     "student's own timestamp.txt is used and flagged time-unverified")
+    grd.add_argument("--timezone", default="UTC",
+                     help="the time zone of a time in TIMES.csv that names none (default UTC, as nbgrader reads a "
+                     "due date without one), e.g. Europe/Berlin")
 
     bch = commands.add_parser("bench", help="grading throughput on a generated class")
     bch.add_argument("--students", type=_positive(int), default=8)
@@ -74,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                             tmp_mb=args.tmp_mb, notebook_mb=args.max_notebook_mb)
             out = args.out or args.root
             rows = grade(args.submissions, out, jobs=args.jobs, db_url=args.db, limits=limits, root=args.root,
+                         submitted_at=args.submitted_at, timezone=args.timezone,
                          max_submission_mb=args.max_submission_mb)
             flagged = sum(1 for r in rows if r["flags"])
             print(f"graded {len(rows)} notebooks ({flagged} flagged: look at them) → {out / 'grades.csv'}, "

@@ -1,5 +1,5 @@
 """Finding the submissions to grade: ``<student_id>/<assignment>/<assignment>.ipynb``, in a folder
-or a .zip of one.
+or a .zip of one, and when each was handed in.
 
 Nothing a student hands in is trusted to stay in its folder: a symlink (in the folder, or a
 zip member that is one) whose target leaves that student's folder is refused, and the
@@ -9,24 +9,32 @@ gets ``notebook-too-large``; a student whose files together are larger than the 
 has none of them read (every row of theirs gets ``submission-too-large``). Each of these costs only
 that student.
 
-Beside the notebook, nbgrader's collect leaves ``timestamp.txt`` (when it was submitted: the
-late-submission policy reads it) and ``submission_secret.txt`` (what ``release_feedback`` files
-the feedback under). Each is read only if it is a small text file in the student's folder; a
-timestamp nbgrader cannot parse is dropped with the flag ``bad-timestamp`` (the submission then
-counts as on time, as one without a timestamp does).
+Beside the notebook, nbgrader's exchange leaves ``timestamp.txt`` and ``submission_secret.txt``
+(what ``release_feedback`` files the feedback under). Each is read only if it is a small text file in
+the student's folder; a timestamp nbgrader cannot parse is dropped with the flag ``bad-timestamp``.
+``timestamp.txt`` is the student's claim, wherever it comes from: ``nbgrader submit`` runs in the
+student's account and writes it (and the name of its folder in the exchange's ``inbound/``, from which
+``nbgrader collect`` picks the latest) where the student can write, and collect copies it as it is
+(jupyter/nbgrader#1104). So the time the late policy uses is the instructor's record's when there is one
+(`read_submission_times`: the LMS's export), and otherwise the student's own, flagged ``time-unverified``
+(`settle_times`); a submission with no time at all is flagged ``no-timestamp``.
 """
 from __future__ import annotations
 
+import csv
 import os
 import posixpath
 import shutil
 import stat
+import unicodedata
 import zipfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["Submission", "find_submissions", "extract_zip", "CollectionError"]
+__all__ = ["Submission", "find_submissions", "extract_zip", "CollectionError",
+           "read_submission_times", "settle_times", "unmatched_times", "SubmissionTimes"]
 
 
 class CollectionError(ValueError):
@@ -39,7 +47,7 @@ class Submission:
     assignment: str
     path: Path | None  # None: no notebook to grade (missing, refused or too large)
     flags: tuple[str, ...] = field(default=())
-    timestamp: str | None = None  # timestamp.txt, as nbgrader wrote it
+    timestamp: str | None = None  # when it was handed in, as nbgrader reads it (see `settle_times` for whose)
     secret: str | None = None  # submission_secret.txt
 
 
@@ -313,3 +321,129 @@ def _common_top(members: list[zipfile.ZipInfo], assignments: list[str]) -> list[
     # One top folder: a student folder itself (its children are assignments), or a wrapper.
     seconds = {p[1] for p in parts if len(p) > 1}
     return [] if seconds & set(assignments) else [next(iter(firsts))]
+
+
+# ---------------------------------------------------------------- submission times
+
+@dataclass(frozen=True)
+class SubmissionTimes:
+    """The instructor's record of when each submission was handed in (`read_submission_times`)."""
+    source: str  # the file, as the instructor named it
+    times: dict[tuple[str, str], tuple[str, int]]  # (student_id, assignment), NFC -> (nbgrader's timestamp, line)
+
+
+TIME_COLUMNS = ("student_id", "assignment", "time")
+# What LMS exports write besides ISO 8601: Canvas ("Nov 20, 2026 5:03pm"), Moodle ("Friday, 20 November 2026, 5:03 PM")
+TIME_FORMATS = ("%b %d, %Y %I:%M%p", "%b %d, %Y %I:%M %p", "%B %d, %Y %I:%M%p", "%B %d, %Y %I:%M %p",
+                "%b %d, %Y at %I:%M%p", "%b %d, %Y at %I:%M %p", "%A, %d %B %Y, %I:%M %p", "%d %B %Y, %I:%M %p",
+                "%A, %d %B %Y, %H:%M", "%d %B %Y, %H:%M")
+NBGRADER_TIME = "%Y-%m-%d %H:%M:%S.%f UTC"  # what nbgrader's submit writes, and parse_utc reads back
+
+
+def parse_time(text: str, zone: str = "UTC") -> datetime:
+    """``text`` as an aware datetime: ISO 8601 (``2026-11-20 17:03:00``, ``2026-11-20T17:03:00Z``, with an offset,
+    nbgrader's own ``... UTC``) or one of `TIME_FORMATS`; a time without a zone is in ``zone``.
+
+    Raises:
+        ValueError: it is none of these, or has no time of day.
+    """
+    from zoneinfo import ZoneInfo
+
+    text = " ".join(text.split())
+    given = text[:-4] + "+00:00" if text.endswith((" UTC", " GMT")) else text
+    try:
+        when = datetime.fromisoformat(given)
+    except ValueError:
+        when = None
+        for form in TIME_FORMATS:
+            try:
+                when = datetime.strptime(given, form)
+                break
+            except ValueError:
+                continue
+    if when is None or ":" not in given:  # a date alone is no time: "2026-11-20" would be midnight
+        raise ValueError(f"cannot read {text!r} as a time (ISO 8601 such as 2026-11-20 17:03:00 or "
+                         "2026-11-20T17:03:00Z, or as Canvas or Moodle write it: Nov 20, 2026 5:03pm)")
+    return when if when.tzinfo else when.replace(tzinfo=ZoneInfo(zone))
+
+
+def read_submission_times(path: Path, zone: str = "UTC") -> SubmissionTimes:
+    """The instructor's ``student_id, assignment, time`` file (a header row, any further columns ignored; a
+    blank time is no time). A time without a zone is in ``zone``.
+
+    Raises:
+        CollectionError: the file cannot be read, lacks a column, has a time it cannot read or two different
+            times for one submission; the message names the line.
+    """
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise CollectionError(f"unknown time zone {zone!r} (a name such as UTC or Europe/Berlin)") from None
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:  # utf-8-sig: Excel's "CSV UTF-8" starts with a BOM
+            rows = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        why = getattr(error, "strerror", None) or error
+        raise CollectionError(f"cannot read the submission times {path}: {why}") from None
+    if not rows:
+        raise CollectionError(f"{path} is empty: its first line must name the columns {', '.join(TIME_COLUMNS)}")
+    header = [cell.strip().lower() for cell in rows[0]]
+    if missing := [c for c in TIME_COLUMNS if c not in header]:
+        raise CollectionError(f"{path} line 1: no column {', '.join(missing)} (the header must name "
+                              f"{', '.join(TIME_COLUMNS)}; it names {', '.join(header) or 'nothing'})")
+    student_at, assignment_at, time_at = (header.index(c) for c in TIME_COLUMNS)
+    times: dict[tuple[str, str], tuple[str, int]] = {}
+    for line, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        cells = [*row, *[""] * len(header)]
+        key, text = _key(cells[student_at].strip(), cells[assignment_at].strip()), cells[time_at].strip()
+        if not text:
+            continue
+        if not all(key):
+            raise CollectionError(f"{path} line {line}: no student_id or assignment")
+        try:
+            stamp = parse_time(text, zone).astimezone(timezone.utc).strftime(NBGRADER_TIME)
+        except ValueError as error:
+            raise CollectionError(f"{path} line {line}: {error}") from None
+        if key in times and times[key][0] != stamp:
+            raise CollectionError(f"{path} line {line}: a second time for {key[0]}, {key[1]} (line {times[key][1]} "
+                                  "has another): keep the one that counts")
+        times.setdefault(key, (stamp, line))
+    return SubmissionTimes(str(path), times)
+
+
+def _key(student: str, assignment: str) -> tuple[str, str]:
+    """A submission as the record names it: a folder unpacked on macOS spells ``ë`` as ``e`` and a combining mark
+    (NFD), an LMS's export as one character (NFC); both are the same student."""
+    return unicodedata.normalize("NFC", student), unicodedata.normalize("NFC", assignment)
+
+
+def settle_times(submissions: list[Submission], record: SubmissionTimes | None) -> list[Submission]:
+    """Each submission with the time its late penalty is computed from, and flags saying whose it is.
+
+    With the instructor's ``record``: its time, the student's own ignored (and a bad one not flagged); a
+    submission it lacks gets ``no-timestamp``. Without: the student's ``timestamp.txt``, flagged
+    ``time-unverified``, or ``no-timestamp`` where there is none (``bad-timestamp`` where it could not be read).
+    Either way a submission without a time counts as on time, and its row says so.
+    """
+    settled = []
+    for sub in submissions:
+        flags = list(sub.flags)
+        if record is not None:
+            flags = [f for f in flags if f != "bad-timestamp"]
+            stamp = record.times.get(_key(sub.student_id, sub.assignment), (None, 0))[0]
+            settled.append(replace(sub, timestamp=stamp, flags=tuple(flags if stamp else [*flags, "no-timestamp"])))
+        elif sub.timestamp:
+            settled.append(replace(sub, flags=(*flags, "time-unverified")))
+        else:
+            settled.append(replace(sub, flags=tuple(flags if "bad-timestamp" in flags else [*flags, "no-timestamp"])))
+    return settled
+
+
+def unmatched_times(submissions: list[Submission], record: SubmissionTimes) -> list[tuple[str, str, int]]:
+    """The record's (student_id, assignment, line) that no submission has: a misspelt id, or a submission missing."""
+    found = {_key(s.student_id, s.assignment) for s in submissions}
+    return sorted((*key, line) for key, (_, line) in record.times.items() if key not in found)

@@ -13,7 +13,9 @@ OUT (the course root by default, where formgrader and ``nbgrader release_feedbac
     OUT/grades.csv                                                student_id, assignment, notebook, score, max_score, flags, per-cell scores
     OUT/grader-errors.log                                         the grader's own failures (grader-error…), with tracebacks
 
-``score`` is after nbgrader's late penalty (a late submission has the flag ``late``). Every
+``score`` is after nbgrader's late penalty (a late submission has the flag ``late``), computed from the time
+the instructor's ``submitted_at`` file gives (an LMS export: `autograde.collection.read_submission_times`), else
+from the student's own ``timestamp.txt``, flagged ``time-unverified`` (`autograde.collection.settle_times`). Every
 submission gets a row scored against the assignment's real maximum, whatever it holds; if the
 gradebook cannot be opened or the sandbox cannot start at all, nothing is graded and
 `GradingError` says why.
@@ -30,9 +32,10 @@ from pathlib import Path
 import nbformat
 
 from .autograded import Recorder
-from .collection import MAX_STUDENT_MB, CollectionError, extract_zip, find_submissions, shown, without_assignments
+from .collection import (MAX_STUDENT_MB, CollectionError, extract_zip, find_submissions,
+                         read_submission_times, settle_times, shown, unmatched_times, without_assignments)
 from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
-from .gradebook import GradebookError, has_assignment
+from .gradebook import GradebookError, forget_times, has_assignment
 from .notebook import merge, solution_sources
 from .pool import SlotError, SlotPool
 from .release import release, source_notebook
@@ -64,13 +67,15 @@ def _assets(assignments: list[str], db_url: str, root: Path) -> dict[str, tuple]
 
 
 def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str | None = None,
-          limits: Limits = Limits(), root: Path = ROOT, progress: bool = True,
-          max_submission_mb: float = MAX_STUDENT_MB) -> list[dict]:
+          limits: Limits = Limits(), root: Path = ROOT, progress: bool = True, submitted_at: Path | None = None,
+          timezone: str = "UTC", max_submission_mb: float = MAX_STUDENT_MB) -> list[dict]:
     """Grade every submission under ``submissions`` (folder or .zip); see the module docstring.
 
     Args:
         out: where nbgrader's folders and grades.csv go; default: the course root ``root``.
         db_url: the gradebook; default: the course's nbgrader config's.
+        submitted_at: the instructor's ``student_id, assignment, time`` file: the times the late policy uses
+            (a time without a zone is in ``timezone``); default: the students' own ``timestamp.txt``.
         max_submission_mb: a student's notebooks together (all assignments): over it, none of them is read.
     Returns:
         the rows written to ``out/grades.csv``, sorted by student and assignment.
@@ -78,6 +83,10 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
         GradingError: nothing could be graded (and nothing was written).
     """
     out = out or root
+    try:
+        record = read_submission_times(submitted_at, timezone) if submitted_at is not None else None
+    except CollectionError as error:
+        raise GradingError(str(error)) from None
     config = nbgrader_config(db_url, root)
     db_url = config.CourseDirectory.db_url
     known = assignment_ids(root / "solutions")
@@ -96,12 +105,16 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
                 raise CollectionError(f"{submissions} is neither a folder nor a .zip of one")
         except CollectionError as error:
             raise GradingError(str(error)) from None
-        subs = find_submissions(folder, known, max_bytes, found, student_bytes)
+        subs = settle_times(find_submissions(folder, known, max_bytes, found, student_bytes), record)
         for name in without_assignments(folder, known):
             print(f"not graded: {shown(name)}/ holds no folder named after an assignment ({', '.join(known)})",
                   file=sys.stderr)
+        for student, assignment, line in unmatched_times(subs, record) if record else ():
+            print(f"{record.source} line {line}: no submission of {assignment} by {shown(student)}", file=sys.stderr)
         try:
             assets = _assets(sorted({s.assignment for s in subs}), db_url, root)
+            # a time the gradebook holds from an earlier run is not this run's: a row without one counts as on time
+            forget_times(db_url, [(s.student_id, s.assignment) for s in subs if not s.timestamp])
         except GradebookError as error:
             raise GradingError(str(error)) from None
         staging = Path(tmp) / "submitted"  # the notebooks as they ran, for nbgrader's autograde step: a folder per slot

@@ -2,8 +2,9 @@
 
 The assignment and its grade cells are recorded by ``generate_assignment`` (`autograde.release`),
 the submissions and their grades by nbgrader's autograde step (`autograde.autograded`); here the
-grader only checks that an assignment is known and reads back what nbgrader decided about each
-submission: its score, and how late it was and what that cost.
+grader only checks that an assignment is known, reads back what nbgrader decided about each
+submission (its score, and how late it was and what that cost), and forgets a submission time that
+an earlier run recorded when this run has none for it.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .course import tools_on_path
 
-__all__ = ["GradebookError", "Recorded", "has_assignment", "recorded"]
+__all__ = ["GradebookError", "Recorded", "has_assignment", "recorded", "forget_times"]
 
 
 class GradebookError(RuntimeError):
@@ -57,3 +58,16 @@ def recorded(db_url: str, pairs: list[tuple[str, str]]) -> dict[tuple[str, str],
             found[(student, assignment)] = Recorded(submission.score, submission.late_submission_penalty,
                                                     submission.total_seconds_late)
     return found
+
+
+def forget_times(db_url: str, pairs: list[tuple[str, str]]) -> None:
+    """Clear the recorded time of each (student, assignment) submission the gradebook has. nbgrader's autograde
+    step keeps the time it holds when a submission comes without one: an earlier run's time (the student's own
+    claim, say) would decide the late penalty of a row that says it has none (``no-timestamp``)."""
+    with _open(db_url) as gb:
+        for student, assignment in pairs:
+            try:
+                gb.find_submission(assignment, student).timestamp = None
+            except MissingEntry:
+                continue
+        gb.db.commit()
