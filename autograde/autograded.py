@@ -28,6 +28,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from sqlalchemy.exc import SAWarning
 from traitlets.config import Config
 
+from .collection import exportable_id
 from .gradebook import Recorded, recorded
 from .notebook import GradedCell
 
@@ -123,9 +124,12 @@ class Recorder:
         self.converter.autograde_preprocessors = [p for p in self.converter.autograde_preprocessors if p not in skipped]
 
     def record(self, student: str, assignment: str) -> Recorded | None:
-        """Autograde the staged notebook of ``student``; what the gradebook then holds (None: nothing)."""
+        """Autograde the staged notebook of ``student``; what the gradebook then holds (None: nothing). An id
+        that `autograde.collection.exportable_id` refuses is never recorded: None."""
         from nbgrader.converters import NbGraderException
 
+        if not exportable_id(student):
+            return None
         self.coursedir.assignment_id, self.coursedir.student_id = assignment, literal_glob(student)
         try:
             with warnings.catch_warnings():

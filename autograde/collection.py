@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["Submission", "find_submissions", "extract_zip", "CollectionError",
+__all__ = ["Submission", "find_submissions", "extract_zip", "CollectionError", "exportable_id",
            "read_submission_times", "settle_times", "unmatched_times", "SubmissionTimes"]
 
 
@@ -321,6 +321,30 @@ def _common_top(members: list[zipfile.ZipInfo], assignments: list[str]) -> list[
     # One top folder: a student folder itself (its children are assignments), or a wrapper.
     seconds = {p[1] for p in parts if len(p) > 1}
     return [] if seconds & set(assignments) else [next(iter(firsts))]
+
+
+# ---------------------------------------------------------------- student ids
+
+ID_PUNCTUATION = "._-@+"
+FORMULA_START = "=+-@"
+
+
+def exportable_id(name: str) -> bool:
+    """May ``name`` (a student folder's) reach nbgrader's gradebook? An allow-list: letters of any script, digits,
+    ``._-@+``, and a combining mark after the first character (Devanagari's vowel signs, say); never a formula's
+    first character (``=``, ``+``, ``-``, ``@``) at the start. nbgrader writes ids as they are into file paths,
+    file patterns (``*``, ``?``, ``[``) and ``nbgrader export``'s CSV (no quoting: a comma, a quote or a line
+    break shifts its columns; ``;`` starts a cell where a spreadsheet's list separator is ``;``, a space or a
+    tab before a formula too); whatever is not on the list stays out of the gradebook, its row in grades.csv
+    flagged ``unexportable-student-id``."""
+    if not name or name[0] in FORMULA_START:
+        return False
+    for index, char in enumerate(name):
+        category = unicodedata.category(char)
+        mark = index > 0 and category in ("Mn", "Mc")
+        if not (category[0] == "L" or category == "Nd" or char in ID_PUNCTUATION or mark):
+            return False
+    return True
 
 
 # ---------------------------------------------------------------- submission times

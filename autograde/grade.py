@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import re
+import secrets
 import sys
 import tempfile
 from dataclasses import asdict
@@ -32,7 +33,7 @@ from pathlib import Path
 import nbformat
 
 from .autograded import Recorder
-from .collection import (MAX_STUDENT_MB, CollectionError, extract_zip, find_submissions,
+from .collection import (MAX_STUDENT_MB, CollectionError, exportable_id, extract_zip, find_submissions,
                          read_submission_times, settle_times, shown, unmatched_times, without_assignments)
 from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
 from .gradebook import GradebookError, forget_times, has_assignment
@@ -130,8 +131,9 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
                                 "the grader failed on this notebook; your instructor will look at it.", own_staging,
                                 recorder)
 
+        # one seed for the class: every student's checks get the same inputs, and each slot computes them once
         pool_config = {"root": str(root), "staging": str(staging), "out": str(out.resolve()), "db_url": db_url,
-                       "limits": asdict(limits)}
+                       "limits": asdict(limits), "seed": secrets.randbelow(2**31)}
         try:
             with SlotPool(jobs, pool_config) as pool:
                 rows = pool.grade(tasks, 2 * limits.notebook_timeout + 120, unscored, progress)
@@ -142,6 +144,8 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
     solutions = {(a, g): code for a, (source, _) in assets.items() for g, code in solution_sources(source).items()}
     for row, flags in zip(rows, similarity_flags(rows, stubs, solutions=solutions)):
         row["flags"] = sorted({*row["flags"], *flags})
+        if not exportable_id(row["student_id"]):  # the gradebook refused it (`Recorder.record`), not nbgrader failed
+            row["flags"] = sorted({*row["flags"], "unexportable-student-id"} - {"gradebook-error"})
     rows.sort(key=lambda r: (r["student_id"], r["assignment"]))
     _write_csv(out / "grades.csv", rows)
     _write_errors(out / ERRORS_LOG, rows)
@@ -159,13 +163,15 @@ def _write_errors(path: Path, rows: list[dict]) -> None:
         print(f"the grader failed on {len(failed)} notebook(s): the tracebacks are in {path}", file=sys.stderr)
 
 
-_FORMULA_START = re.compile(r"(^|;)([=+\-@\t\r])")
+_FORMULA_START = re.compile(r"(?:^|(?<=[;,\r\n]))(?=[=+\-@\t\r])")
 
 
 def _cell(value: object) -> object:
-    """A CSV value a spreadsheet shows as text: a formula's first character is escaped, at the start and after
-    each ';', where a spreadsheet whose locale separates lists with ';' (German or French Excel) starts a cell."""
-    return _FORMULA_START.sub(r"\1'\2", value) if isinstance(value, str) else value
+    """A CSV value a spreadsheet shows as text: a formula's first character (``=``, ``+``, ``-``, ``@``, a tab, a
+    carriage return) is escaped with a quote, at the start and wherever a reader may start a cell: after each ';',
+    where a spreadsheet whose locale separates lists with ';' (German or French Excel) does; after a ',' or a line
+    break, where one that ignores the quotes does."""
+    return _FORMULA_START.sub("'", value) if isinstance(value, str) else value
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:

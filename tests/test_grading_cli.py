@@ -1,5 +1,7 @@
 """The grading command for an instructor: bad input is one line and status 2, a sandbox that cannot
-start grades nothing, and a grading slot that dies costs only the notebook it was on."""
+start grades nothing, a grading slot that dies costs only the notebook it was on, and what one student
+hands in (a forged time, a hoard of notebooks, a folder name that is a formula) costs that student only."""
+import csv
 import os
 import shutil
 import subprocess
@@ -7,12 +9,16 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
+from datetime import datetime
 from pathlib import Path
 
+import nbformat
 import pytest
+from nbgrader.api import Gradebook
 
 from autograde.classroom import make_course, solved_notebook, write_submission
-from autograde.course import nbgrader_config
+from autograde.course import CONFIG_NAME, nbgrader_config
 from autograde.pool import SlotPool
 from autograde.release import release
 from autograde.sandbox import Limits, sandbox_available
@@ -112,3 +118,66 @@ def test_a_slot_that_dies_costs_one_row_and_is_started_again(tmp_path):
     assert len(rows) == 3 and [r["student_id"] for r in rows] == ["s0", "s1", "s2"]
     crashed = [r for r in rows if r["flags"] == ["grader-crashed"]]
     assert len(crashed) == 1 and rows[-1].get("score") == rows[-1].get("max_score") == 10
+
+
+@pytest.mark.slow
+def test_a_submission_times_file_that_cannot_be_read_stops_before_anything_is_graded(tmp_path):
+    (tmp_path / "subs" / "s1" / A).mkdir(parents=True)
+    times = tmp_path / "times.csv"
+    times.write_text(f"student_id,assignment,time\ns1,{A},2026-11-20 17:03:00\ns2,{A},after the party\n")
+    result = _cli("grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--submitted-at", str(times))
+    assert result.returncode == 2 and f"{times} line 3: cannot read 'after the party' as a time" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out" / "grades.csv").exists()
+
+
+@pytest.fixture(scope="module")
+def hostile_class(tmp_path_factory):
+    """One real grading run of a class zip, with the instructor's submission times: a student who forged an early
+    timestamp.txt, one who hoards six 19 MB notebooks (each under --max-notebook-mb), one whose folder name is a
+    formula, and an honest one."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    course = make_course(tmp / "course", [A])
+    with (course / "autograde" / CONFIG_NAME).open("a") as config:
+        config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
+    release([A], root=course)
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        gb.update_or_create_assignment(A, duedate=datetime(2026, 11, 20, 17, 0))
+    solved = nbformat.writes(solved_notebook(A, root=course))
+    hoard = solved[:-2] + " " * 19_000_000 + solved[-2:]  # still the notebook, padded with whitespace
+    archive = tmp / "class.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for student in ("honest", "forger", "mallory;=1+1"):
+            zf.writestr(f"{student}/{A}/{A}.ipynb", solved)
+        zf.writestr(f"forger/{A}/timestamp.txt", "2026-11-19 09:00:00.000000 UTC")
+        for i in range(6):
+            zf.writestr(f"hoarder/{A}/{'copy' * i}{A}.ipynb", hoard)
+    times = tmp / "times.csv"
+    times.write_text(f'student_id,assignment,time\nhonest,{A},"Nov 20, 2026 4:59pm"\n'
+                     f'forger,{A},2026-11-21T09:00:00Z\n"mallory;=1+1",{A},2026-11-20 12:00:00\n')
+    result = _cli("grade", str(archive), "--root", str(course), "--out", str(course), "--submitted-at", str(times))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with (course / "grades.csv").open(newline="", encoding="utf-8") as f:
+        return {row["student_id"]: row for row in csv.DictReader(f)}, course
+
+
+def test_one_students_hoard_costs_their_row_and_everyone_else_is_graded(hostile_class):
+    rows, _ = hostile_class
+    assert set(rows) == {"honest", "forger", "mallory;'=1+1", "hoarder"}
+    assert "submission-too-large" in rows["hoarder"]["flags"].split(";") and float(rows["hoarder"]["score"]) == 0
+    assert float(rows["honest"]["score"]) == float(rows["honest"]["max_score"]) == 10
+
+
+def test_a_forged_early_timestamp_is_late_by_the_instructors_record(hostile_class):
+    rows, course = hostile_class
+    assert "late" in rows["forger"]["flags"].split(";") and float(rows["forger"]["score"]) == 0
+    assert "late" not in rows["honest"]["flags"].split(";")
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        assert gb.find_submission(A, "forger").timestamp == datetime(2026, 11, 21, 9, 0)
+
+
+def test_a_formula_for_a_name_keeps_its_score_out_of_the_gradebook(hostile_class):
+    rows, course = hostile_class
+    row = rows["mallory;'=1+1"]
+    assert float(row["score"]) == 10 and "unexportable-student-id" in row["flags"].split(";")
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        assert sorted(s.student.id for s in gb.assignment_submissions(A)) == ["forger", "hoarder", "honest"]
