@@ -438,15 +438,35 @@ def _reference(exercise: Exercise, dims: Dims, dtype: torch.dtype, seed: int) ->
         return exercise.adapter.reference(exercise.reference, dims, dtype)
 
 
-def _attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, seed: int) -> _Failure | None:
+_REMEMBERED: dict[tuple, tuple] = {}
+"""What the trusted side computed for (what, exercise, case, sizes, seed): grading a class runs every check with one
+seed (`autograde.session`), so the inputs, the reference's outcome and each mistake's are computed once per class."""
+
+
+def _remembered(what: object, exercise: Exercise, case: Case, dims: Dims, seed: int, compute: Callable[[], Any]) -> Any:
+    key = (id(what), id(exercise), id(case), tuple(sorted(dims.items())), seed)
+    if key not in _REMEMBERED:
+        if len(_REMEMBERED) > 4096:
+            _REMEMBERED.clear()
+        _REMEMBERED[key] = (compute(), what, exercise, case)  # those kept alive: their ids stay theirs
+    return _REMEMBERED[key][0]
+
+
+def _expected(exercise: Exercise, case: Case, dims: Dims, seed: int) -> tuple[Call, Any, Outcome]:
+    """The inputs of ``case`` at ``dims`` under ``seed``, the reference's weights, and its outcome on them."""
     gen = torch.Generator().manual_seed(seed)
     call = (case.inputs or exercise.inputs)(gen, dims, case.dtype)
-    adapter = exercise.adapter
     reference = _reference(exercise, dims, case.dtype, seed)
-    weights = adapter.weights(reference)
+    weights = exercise.adapter.weights(reference)
     expected = evaluate(lambda: reference, call, grad=case.grad, seed=seed, parameters=module_parameters)
     if expected.error is not None:
         raise RuntimeError(f"the reference failed on case {case.label!r}: {expected.trace}")
+    return call, weights, expected
+
+
+def _attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, seed: int) -> _Failure | None:
+    call, weights, expected = _remembered(_expected, exercise, case, dims, seed,
+                                          lambda: _expected(exercise, case, dims, seed))
     try:
         got = candidate.evaluate(exercise, case, call, dims, seed, weights)
         _refuse_changed_inputs(exercise, call, got)
@@ -596,12 +616,15 @@ def _told_apart(exercise: Exercise, case: Case, candidate: Candidate, failure: _
 
 
 def _outcome_of(mistake: Mistake, exercise: Exercise, case: Case, failure: _Failure, seed: int) -> Outcome | None:
-    """What the catalogued ``mistake`` gives on ``failure``'s input; None if it cannot be built there."""
-    try:
-        return LocalCandidate(mistake.impl).evaluate(exercise, case, failure.call, failure.dims, seed,
-                                                                    failure.weights)
-    except CheckFailed:
-        return None
+    """What the catalogued ``mistake`` gives on ``failure``'s input (that of ``case`` at its sizes under ``seed``);
+    None if it cannot be built there."""
+    def outcome() -> Outcome | None:
+        try:
+            return LocalCandidate(mistake.impl).evaluate(exercise, case, failure.call, failure.dims, seed,
+                                                         failure.weights)
+        except CheckFailed:
+            return None
+    return _remembered(mistake, exercise, case, failure.dims, seed, outcome)
 
 
 def _failure_kind(expected: Outcome, got: Outcome) -> str | None:

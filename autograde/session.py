@@ -130,14 +130,18 @@ def _outcome(tree: object, blobs: list[bytes], chars: int, n_arguments: int, wat
 
 @dataclass
 class NotebookResult:
-    """Per runnable-or-not cell: ``{"status", "stdout", "error"}``; and what to flag."""
+    """Per runnable-or-not cell: ``{"status", "stdout", "error"}``; what to flag; and per check made, what it found
+    (``{"cell", "exercise", "hidden", "passed", "mistake", "delegated"}``: the class report reads them)."""
 
     results: list[dict]
     flags: set[str] = field(default_factory=set)
+    checks: list[dict] = field(default_factory=list)
 
 
-def run_notebook(sandbox: Sandbox, assignment: str, cells: list[GradedCell], limits: Limits) -> NotebookResult:
-    """Run ``cells`` (see the module docstring); every cell gets a result."""
+def run_notebook(sandbox: Sandbox, assignment: str, cells: list[GradedCell], limits: Limits,
+                 seed: int | None = None) -> NotebookResult:
+    """Run ``cells`` (see the module docstring); every cell gets a result. ``seed``: the checks' random inputs (one
+    for a whole class: every student gets the same inputs, and the grader computes each reference once)."""
     done = NotebookResult([{"status": "skipped", "stdout": "", "error": "not run"} for _ in cells])
     deadline = time.monotonic() + limits.notebook_timeout
     skip: set[int] = set()
@@ -151,13 +155,16 @@ def run_notebook(sandbox: Sandbox, assignment: str, cells: list[GradedCell], lim
             if cell.kind not in RUNNABLE or index in skip or index in checked:
                 continue
             cell_deadline = min(time.monotonic() + limits.cell_timeout, deadline)
+            checks_before = len(done.checks)
             try:
-                done.results[index] = _run_cell(runner, index, cell, cell_deadline, limits, done.flags)
+                done.results[index] = _run_cell(runner, index, cell, cell_deadline, limits, done, seed)
             except ChannelError as error:
                 culprit, problem = index, error
+                del done.checks[checks_before:]  # the cell's verdict is the failure's
                 break
             except _HoldsTheAnswer:
                 holds_answer = True
+                del done.checks[checks_before:]  # the cell runs again
                 break
             if cell.kind == "test":
                 checked.add(index)
@@ -182,25 +189,28 @@ def run_notebook(sandbox: Sandbox, assignment: str, cells: list[GradedCell], lim
 
 
 def _run_cell(runner: Runner, index: int, cell: GradedCell, deadline: float, limits: Limits,
-              flags: set[str]) -> dict:
+              done: NotebookResult, seed: int | None) -> dict:
     if cell.kind != "test":
         reply = runner.execute(index, cell.source, deadline, limits.output_chars + 1)
-        return {"status": reply["status"], "stdout": _capped(reply["stdout"], limits, flags),
+        return {"status": reply["status"], "stdout": _capped(reply["stdout"], limits, done.flags),
                 "error": reply["error"][:limits.message_chars]}
     lines: list[str] = []
     for check in parse_test_cell(cell.source):
         printed: list[str] = []
         exercise = get_exercise(check.key)
-        report = exercise.run(RemoteCandidate(runner, exercise, check.name, deadline, printed, limits), check.hidden)
+        report = exercise.run(RemoteCandidate(runner, exercise, check.name, deadline, printed, limits), check.hidden,
+                              seed=seed)
         lines += [p for p in printed if p]
+        done.checks.append({"cell": cell.grade_id, "exercise": check.key, "hidden": check.hidden,
+                            "passed": report.passed, "mistake": report.mistake, "delegated": list(report.delegated)})
         if report.delegated:
-            flags.add("forbidden-call")
+            done.flags.add("forbidden-call")
             lines.append(delegation_note(report) + "\n")
         if not report.passed:
-            return {"status": "error", "stdout": _capped("".join(lines), limits, flags),
+            return {"status": "error", "stdout": _capped("".join(lines), limits, done.flags),
                     "error": _capped_message(report.message, limits)}
         lines.append(passed_line(report, check.hidden) + "\n")
-    return {"status": "ok", "stdout": _capped("".join(lines), limits, flags), "error": ""}
+    return {"status": "ok", "stdout": _capped("".join(lines), limits, done.flags), "error": ""}
 
 
 def _capped(text: str, limits: Limits, flags: set[str]) -> str:

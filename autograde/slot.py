@@ -39,8 +39,10 @@ __all__ = ["SlotGrader", "graded_row", "unscored_row", "main"]
 class SlotGrader:
     """Grades submissions in ``sandbox``, writing the executed notebooks under ``out``; see the module docstring."""
 
-    def __init__(self, sandbox: Sandbox, limits: Limits, root: Path, staging: Path, recorder: Recorder):
+    def __init__(self, sandbox: Sandbox, limits: Limits, root: Path, staging: Path, recorder: Recorder,
+                 seed: int | None = None):
         self.sandbox, self.limits, self.root, self.staging, self.recorder = sandbox, limits, root, staging, recorder
+        self.seed = seed  # the checks' inputs, one for the class (`autograde.session.run_notebook`)
         self._assets: dict[str, tuple[nbformat.NotebookNode, nbformat.NotebookNode]] = {}
 
     def assets(self, assignment: str) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
@@ -79,10 +81,10 @@ class SlotGrader:
             flags.append("corrupted-notebook")
         cells = merge(*self.assets(task["assignment"]), student)
         flags += audit([c.source for c in cells if c.kind == "student"])
-        run = run_notebook(self.sandbox, task["assignment"], cells, self.limits)
+        run = run_notebook(self.sandbox, task["assignment"], cells, self.limits, self.seed)
         if problem:
             run.results = [{**r, "error": r.get("error") or problem} for r in run.results]
-        return graded_row(task, cells, run.results, flags + sorted(run.flags), self.staging, self.recorder)
+        return graded_row(task, cells, run.results, flags + sorted(run.flags), self.staging, self.recorder, run.checks)
 
 
 # A student id that nbgrader's export would write as it is into its CSV (no quoting, no escaping): a comma or a
@@ -92,8 +94,9 @@ UNEXPORTABLE_ID = re.compile(r'[,"\r\n]|^[=+\-@\t]')
 
 
 def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: list[str], staging: Path,
-               recorder: Recorder) -> dict:
-    """The row of one graded notebook, after nbgrader's part (`autograde.autograded`, `autograde.feedback`)."""
+               recorder: Recorder, checks: list[dict] = ()) -> dict:
+    """The row of one graded notebook, after nbgrader's part (`autograde.autograded`, `autograde.feedback`);
+    ``checks``: what each check found (`autograde.session.NotebookResult`)."""
     scores = {c.grade_id: (c.points if r["status"] == "ok" else 0.0)
               for c, r in zip(cells, results) if c.kind == "test"}
     student, assignment = task["student_id"], task["assignment"]
@@ -121,7 +124,7 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
     code = {c.grade_id: c.source for c in cells if c.kind == "student" and c.grade_id}
     return {"student_id": student, "assignment": assignment, "notebook": assignment, "score": score,
             "max_score": max_score(cells), "flags": sorted(flags), "cell_scores": scores, "code": code,
-            "errors": errors}
+            "checks": list(checks), "errors": errors}
 
 
 def unscored_row(task: dict, cells: list[GradedCell], flag: str, problem: str, staging: Path, recorder: Recorder) -> dict:
@@ -131,8 +134,10 @@ def unscored_row(task: dict, cells: list[GradedCell], flag: str, problem: str, s
     return graded_row(task, cells, results, [*task["flags"], flag], staging, recorder)
 
 
-def _warm_up() -> None:
-    """Run every check once with its reference, so the first notebook is not slower than the rest."""
+def _warm_up(seed: int | None) -> None:
+    """Run every check once with its reference and the class's seed, while the sandbox starts: the inputs and the
+    references' outcomes the class's checks use are then computed (`checking._remembered`), and the first notebook
+    is not slower than the rest."""
     import torch
 
     torch.set_num_threads(1)  # one core per slot: the checks' tensors are tiny
@@ -140,7 +145,7 @@ def _warm_up() -> None:
 
     for chapter in load_all():
         for exercise in chapter.EXERCISES:
-            exercise.run(exercise.reference, hidden=True, seed=0)
+            exercise.run(exercise.reference, hidden=True, seed=0 if seed is None else seed)
 
 
 def main() -> None:
@@ -151,7 +156,7 @@ def main() -> None:
     sandbox = Sandbox(limits, config["name"])
     try:
         sandbox.launch()
-        _warm_up()
+        _warm_up(config.get("seed"))
         sandbox.wait_ready()
     except SandboxError as error:
         sandbox.close()
@@ -164,7 +169,7 @@ def main() -> None:
     # "*" must not match a notebook another slot has staged at the same moment
     root, staging, out = Path(config["root"]), Path(config["staging"]) / config["name"], Path(config["out"])
     recorder = Recorder(staging, out, nbgrader_config(config["db_url"], root))
-    grader = SlotGrader(sandbox, limits, root, staging, recorder)
+    grader = SlotGrader(sandbox, limits, root, staging, recorder, config.get("seed"))
     try:
         for line in sys.stdin:
             replies.write(json.dumps(grader.grade(json.loads(line))) + "\n")
