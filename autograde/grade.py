@@ -25,12 +25,14 @@ from __future__ import annotations
 import csv
 import re
 import secrets
+import sqlite3
 import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 import nbformat
+from sqlalchemy.engine import make_url
 
 from .autograded import Recorder
 from .collection import (MAX_STUDENT_MB, CollectionError, exportable_id, extract_zip, find_submissions,
@@ -65,6 +67,19 @@ def _assets(assignments: list[str], db_url: str, root: Path) -> dict[str, tuple]
     if stale:
         release(stale, db_url, root)
     return {a: (nbformat.read(source, 4), nbformat.read(released_notebook(a, root), 4)) for a, source in sources.items()}
+
+
+def _keep_a_copy(db_url: str) -> None:
+    """A SQLite gradebook as it was before this run, beside it (``gradebook.db.before-grading``): grading commits
+    without waiting for the disk (`autograde.autograded`), so a machine that dies mid-run could spoil the file."""
+    url = make_url(db_url)
+    if url.get_backend_name() == "sqlite" and url.database and Path(url.database).is_file():
+        source = sqlite3.connect(url.database)
+        try:
+            with sqlite3.connect(f"{url.database}.before-grading") as copy:
+                source.backup(copy)
+        finally:
+            source.close()
 
 
 def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str | None = None,
@@ -112,6 +127,7 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
                   file=sys.stderr)
         for student, assignment, line in unmatched_times(subs, record) if record else ():
             print(f"{record.source} line {line}: no submission of {assignment} by {shown(student)}", file=sys.stderr)
+        _keep_a_copy(db_url)
         try:
             assets = _assets(sorted({s.assignment for s in subs}), db_url, root)
             # a time the gradebook holds from an earlier run is not this run's: a row without one counts as on time

@@ -232,3 +232,17 @@ def test_every_chapters_solutions_score_full_marks_and_its_student_version_zero(
         score, maximum = scores[("solved", chapter)]
         assert maximum > 0 and score == maximum, f"{chapter}: the solutions score {score}/{maximum}"
         assert scores[("untouched", chapter)] == (0.0, maximum), f"{chapter}: the untouched notebook scores points"
+
+
+def test_the_gradebook_as_it_was_before_the_run_is_kept_beside_it(graded):
+    """Grading commits without waiting for the disk; the copy is what a machine that died mid-run would leave."""
+    import sqlite3
+
+    _, _, course, _, _ = graded
+    copy = sqlite3.connect(course / "gradebook.db.before-grading")
+    try:
+        assignments = {name for (name,) in copy.execute("SELECT name FROM assignment")}
+        submissions = copy.execute("SELECT count(*) FROM submitted_assignment").fetchone()[0]
+    finally:
+        copy.close()
+    assert A in assignments and submissions == 0  # released, not yet graded: as it was
