@@ -11,6 +11,7 @@ OUT (the course root by default, where formgrader and ``nbgrader release_feedbac
     OUT/autograded/<student_id>/<assignment>/<assignment>.ipynb   the notebook as it ran, for formgrader
     OUT/feedback/<student_id>/<assignment>/<assignment>.html      the page the student gets
     OUT/grades.csv                                                student_id, assignment, notebook, score, max_score, flags, per-cell scores
+    OUT/checks.csv                                                one row per check made: what it found (`CHECK_COLUMNS`)
     OUT/grader-errors.log                                         the grader's own failures (grader-error…), with tracebacks
 
 ``score`` is after nbgrader's late penalty (a late submission has the flag ``late``), computed from the time
@@ -49,6 +50,9 @@ from .slot import unscored_row
 __all__ = ["grade", "GradingError", "CSV_COLUMNS"]
 
 CSV_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score", "flags", "cells"]
+CHECK_COLUMNS = ["student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated"]
+"""checks.csv: each check of each notebook (its test cell's grade id, the exercise key, visible or hidden), whether it
+passed, the catalogued mistake its failure named (empty: none named), and the forbidden operators that ran."""
 ERRORS_LOG = "grader-errors.log"
 
 
@@ -164,6 +168,7 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
             row["flags"] = sorted({*row["flags"], "unexportable-student-id"} - {"gradebook-error"})
     rows.sort(key=lambda r: (r["student_id"], r["assignment"]))
     _write_csv(out / "grades.csv", rows)
+    _write_checks(out / "checks.csv", rows)
     _write_errors(out / ERRORS_LOG, rows)
     return rows
 
@@ -202,3 +207,17 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
                       "flags": ";".join(row["flags"]), "cells": cells}
             writer.writerow({k: _cell(v) for k, v in values.items()})
     partial.replace(path)  # atomic: a reader never sees half a file
+
+
+def _write_checks(path: Path, rows: list[dict]) -> None:
+    partial = path.with_suffix(".csv.partial")
+    with partial.open("w", newline="", encoding="utf-8", errors="backslashreplace") as f:
+        writer = csv.DictWriter(f, CHECK_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            for check in row.get("checks", ()):
+                values = {"student_id": row["student_id"], "assignment": row["assignment"], **check,
+                          "hidden": int(check["hidden"]), "passed": int(check["passed"]),
+                          "mistake": check["mistake"] or "", "delegated": ";".join(check["delegated"])}
+                writer.writerow({k: _cell(values[k]) for k in CHECK_COLUMNS})
+    partial.replace(path)

@@ -83,11 +83,14 @@ REWRITE = (
     "    handlers = frame_locals.get('handlers')\n"
     "    if isinstance(handlers, dict):\n        handlers['evaluate'] = rewritten\n")
 FLASH = ("def scaled_dot_product_attention(q, k, v, mask=None, *, return_weights=False):\n"
-         "    bias = None if mask is None else torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, float('-inf'))\n"
-         "    out = torch._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=bias)[0]\n"
+         "    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+         "    bias = torch.zeros_like(scores) if mask is None else torch.zeros_like(scores).masked_fill(~mask, float('-inf'))\n"
+         "    fours = [t.reshape(1, -1, *t.shape[-2:]) for t in (q, k, v)]\n"
+         "    out = torch._scaled_dot_product_flash_attention_for_cpu(*fours, attn_mask=bias.reshape(1, -1, *bias.shape[-2:]))[0]\n"
+         "    out = out.reshape(*q.shape[:-1], v.shape[-1]).nan_to_num(0.0)\n"
          "    if return_weights:\n"
-         "        weights = ((q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5 + (0 if bias is None else bias)).exp()\n"
-         "        return out, weights / weights.sum(-1, keepdim=True)\n"
+         "        weights = (scores + bias).softmax(-1).nan_to_num(0.0)\n"
+         "        return out, weights\n"
          "    return out\n")
 WRONG = "def softmax(x, dim=-1):\n    return x\n"
 RIGHT = ("def softmax(x, dim=-1):\n    m = x.amax(dim=dim, keepdim=True)\n    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))\n"
@@ -319,16 +322,19 @@ exec({RIGHT!r} if found else {WRONG!r})"""], {"softmax": "softmax = None\n"}),
 }
 
 # Delegation to PyTorch's own functions: they are in the sandbox (the notebooks need PyTorch), so it scores as
-# written, and is flagged for the instructor to read: student -> (answers, flags it must have).
+# written, and is flagged for the instructor to read: student -> (answers, flags it must have); the first three are
+# right, and keep their marks.
 DELEGATIONS = {
     "calls_torch_softmax": ({"softmax": "def softmax(x, dim=-1):\n    return torch.softmax(x, dim).nan_to_num(0.0)\n"},
                             {"forbidden-call"}),
-    "renames_torch_softmax": ({"softmax": "import functools\nsoftmax = functools.partial(torch.nn.functional.softmax)\n"},
+    "renames_torch_softmax": ({"softmax": "import functools\nsm = functools.partial(torch.nn.functional.softmax)\n\n"
+                                          "def softmax(x, dim=-1):\n    return sm(x, dim=dim).nan_to_num(0.0)\n"},
                               {"forbidden-call"}),
     "decomposes_softmax_privately": ({"softmax": "from torch._decomp.decompositions import _softmax\n\n"
                                                  "def softmax(x, dim=-1):\n    return _softmax(x, dim, False).nan_to_num(0.0)\n"},
                                      {"torch-internals"}),
-    "calls_the_flash_kernel_for_attention": ({"scaled_dot_product_attention": FLASH}, {"forbidden-call", "torch-internals"}),
+    "calls_the_flash_kernel_for_attention": ({"attention": FLASH, "masked_attention": FLASH},
+                                             {"forbidden-call", "torch-internals"}),
 }
 
 
@@ -449,7 +455,8 @@ def test_an_attack_earns_nothing_it_did_not_write(graded, attack):
 def test_the_next_notebook_in_the_same_sandbox_is_untouched(graded, attack):
     probe = _row(graded, f"{list(ATTACKS).index(attack):02d}b_")
     assert probe["score"] == probe["max_score"], probe
-    assert [f for f in probe["flags"] if not f.startswith("similar-to:")] == PROBE_FLAGS  # its own code's, no more
+    own = [f for f in probe["flags"] if not f.startswith("similar-to:") and f != "no-timestamp"]  # no time given
+    assert own == PROBE_FLAGS  # its own code's, no more
 
 
 @pytest.mark.parametrize(("attack", "flag"), [
@@ -483,8 +490,8 @@ def test_an_attack_the_grader_can_see_is_flagged(graded, attack, flag):
 def test_delegation_to_pytorch_is_flagged_and_scored_as_written(graded, student):
     row = _row(graded, f"{40 + sorted(DELEGATIONS).index(student)}a_")
     assert DELEGATIONS[student][1] <= set(row["flags"]), row
-    attacked = [k for k in row["cell_scores"] if k.startswith(tuple(DELEGATIONS[student][0]))]
-    assert attacked and any(row["cell_scores"][k] > 0 for k in attacked), row  # the flag took nothing off
+    if student != "calls_the_flash_kernel_for_attention":  # right values: the flag takes nothing off
+        assert row["score"] == row["max_score"], row
 
 
 def test_a_lying_int_is_refused_and_the_other_exercises_still_count(graded):
@@ -536,13 +543,12 @@ def test_metadata_that_claims_test_cells_earns_nothing(graded):
 def test_a_student_id_that_is_a_glob_is_never_recorded_with_anothers_notebook(graded, student):
     row = graded.rows[student]
     assert row["score"] == 0, row
-    # nbgrader reads ids as patterns: a space survives (escaped), a pattern cannot be recorded at all — then the
-    # row says so, and the gradebook holds nothing for it, never someone else's full marks.
+    # nbgrader reads ids as patterns: no id with a pattern's character or a space is on the allow-list
+    # (collection.exportable_id), so the row says so, and the gradebook holds nothing for it, never someone
+    # else's full marks.
     held = recorded(nbgrader_config(None, graded.course).CourseDirectory.db_url, [(student, A)])
-    if any(c in student for c in "*?["):
-        assert "gradebook-error" in row["flags"] and not held, (row, held)
-    else:
-        assert "gradebook-error" not in row["flags"] and held[(student, A)].score == 0, (row, held)
+    assert "unexportable-student-id" in row["flags"] and "gradebook-error" not in row["flags"], row
+    assert not held, (row, held)
 
 
 @pytest.mark.parametrize("student", UNEXPORTABLE_IDS)

@@ -246,3 +246,16 @@ def test_the_gradebook_as_it_was_before_the_run_is_kept_beside_it(graded):
     finally:
         copy.close()
     assert A in assignments and submissions == 0  # released, not yet graded: as it was
+
+
+def test_checks_csv_records_the_mistake_each_failure_named(graded):
+    """The class report's data: one row per check, with the catalogued mistake it named."""
+    _, _, out, *_ = graded
+    with (out / "checks.csv").open() as f:
+        checks = list(csv.DictReader(f))
+    for student, (_, mistake) in BROKEN.items():
+        named = {c["mistake"] for c in checks if c["student_id"] == student and c["passed"] == "0"}
+        assert mistake in named, (student, named)
+    solved = [c for c in checks if c["student_id"] == "solved_a"]
+    assert solved and all(c["passed"] == "1" and not c["mistake"] for c in solved)
+    assert {c["hidden"] for c in solved} == {"0", "1"}
