@@ -51,18 +51,29 @@ Name = tuple[str, str]  # (tfm_ref module, top-level name)
 
 @functools.cache
 def _definitions() -> dict[str, tuple[ast.Module, dict[str, ast.stmt], dict[str, set[Name]]]]:
-    """Per tfm_ref module: its syntax tree, its top-level definitions, and the tfm_ref names each one uses."""
-    found = {}
+    """Per tfm_ref module: its syntax tree, its top-level definitions, and the tfm_ref names each one uses (a name
+    imported from where it is re-exported, ``from tfm_ref import softmax``, is the definition's own)."""
+    parsed, aliases = {}, {}
     for path in sorted(_PACKAGE.rglob("*.py")):
         parts = path.relative_to(_PACKAGE.parent).with_suffix("").parts
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         tree = ast.parse(path.read_text(), str(path))
-        package = module if parts[-1] == "__init__" else module.rpartition(".")[0]
-        bound = _imports(tree, package)
+        bound = _imports(tree, module if parts[-1] == "__init__" else module.rpartition(".")[0])
+        aliases.update({(module, name): target for name, target in bound.items() if isinstance(target, tuple)})
+        parsed[module] = (tree, bound)
+
+    def resolved(name: Name) -> Name:
+        seen = set()
+        while name in aliases and name not in seen:
+            seen.add(name)
+            name = aliases[name]
+        return name
+
+    found = {}
+    for module, (tree, bound) in parsed.items():
         defined = {name: node for node in tree.body for name in _defined_names(node)}
-        local = {name: (module, name) for name in defined}
-        uses = {name: _uses(node, {**bound, **local}) for name, node in defined.items()}
-        found[module] = (tree, defined, uses)
+        names = {**bound, **{name: (module, name) for name in defined}}
+        found[module] = (tree, defined, {name: {resolved(n) for n in _uses(node, names)} for name, node in defined.items()})
     return found
 
 
