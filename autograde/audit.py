@@ -163,11 +163,13 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
-def audit(sources: list[str]) -> list[str]:
+def audit(sources: list[str], forbidden_names: frozenset[str] = frozenset()) -> list[str]:
     """Flags for the student's code cells (sorted, without duplicates).
 
     A name imported in one cell is that module in every cell (cells share one namespace), and a name bound to
     several modules (``import inspect as ins`` here, ``import math as ins`` in a function there) is read as each.
+    ``forbidden_names``: the names of the assignment's forbidden PyTorch helpers written in Python
+    (``generate_square_subsequent_mask``), which no torch mode sees run: naming one is ``forbidden-call``.
     """
     flags: set[str] = set()
     trees = []
@@ -189,6 +191,10 @@ def audit(sources: list[str]) -> list[str]:
     for tree in trees:  # a module handed to another name (`s = sys`) is that module under that name too
         for name, modules in _aliases(tree, bindings):
             _bind(bindings, name, modules)
+    if forbidden_names and any(isinstance(node, (ast.Name, ast.Attribute)) and
+                               (node.id if isinstance(node, ast.Name) else node.attr) in forbidden_names
+                               for tree in trees for node in ast.walk(tree)):
+        flags.add("forbidden-call")
     readings = max((len(modules) for modules in bindings.values()), default=1)
     for reading in range(readings):
         imported = {name: modules[min(reading, len(modules) - 1)] for name, modules in bindings.items()}

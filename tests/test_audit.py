@@ -130,3 +130,13 @@ def test_audit_leaves_ordinary_solutions_and_widgets_clean():
                 "    out = e / e.sum(dim=dim, keepdim=True)\n    out[0] = out[0]\n    return out\n")
     decoding = "model.eval()\nfast = torch.compile(model)\n"  # a model's eval, torch's compile: not the builtins
     assert audit([solution, decoding]) == []
+
+
+def test_a_forbidden_helper_no_torch_mode_sees_is_flagged_by_name():
+    """PyTorch's causal-mask helper is Python with no torch-function dispatch: the watch cannot see it run."""
+    from autograde.slot import python_helpers
+
+    helpers = python_helpers("ch03_masking")
+    assert "generate_square_subsequent_mask" in helpers and not python_helpers("ch01_attention")
+    assert "forbidden-call" in audit(["mask = nn.Transformer.generate_square_subsequent_mask(4) == 0"], helpers)
+    assert "forbidden-call" not in audit(["mask = torch.ones(4, 4).tril().bool()"], helpers)

@@ -97,8 +97,8 @@ def test_pending_sees_unsolicited_bytes_but_not_a_close(pair):
 
 
 def test_a_header_arrives_as_json_would_write_it_whatever_a_cell_did_to_json_afterwards(pair, monkeypatch):
-    """A runner sends its reply after the check's guard: code of the student's that json's encoder would look up
-    then (json.dumps, JSONEncoder.iterencode, replaced by a cell) may not run, let alone rewrite the reply."""
+    """The channel writes JSON with its own encoder: json.dumps or JSONEncoder.iterencode replaced by a cell change
+    nothing it sends."""
     sender, receiver, _ = pair
     header = {"id": "7", "text": "é\u2028\"\\\n", "numbers": [1, -0.0, 1e-300, float("inf"), None, True, 2**70],
               "nested": {"x": [], "y": {}}}

@@ -208,8 +208,8 @@ class _Proj(torch.nn.Module):
 
 
 class _Ref(_Proj):
-    """The toy reference. The students' classes below build on `_Proj`: the guard refuses the reference's own code
-    wherever it is called from, as a student's class cannot build on tfm_ref's."""
+    """The toy reference. The students' classes below build on `_Proj`, as a student's class cannot build on
+    tfm_ref's (withheld while grading)."""
 
 
 class _Renamed(torch.nn.Module):

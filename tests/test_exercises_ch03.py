@@ -8,14 +8,14 @@ import tfm_ref
 from autograde.exercises import ch03_masking as chapter
 
 
-def test_a_causal_mask_from_position_comparisons_passes_under_the_guard():
+def test_a_causal_mask_from_position_comparisons_passes_unflagged():
     def causal_mask(n_q, n_k=None, device=None):
         n_k = n_q if n_k is None else n_k
         query, key = torch.arange(n_q, device=device), torch.arange(n_k, device=device)
         return query[:, None] + (n_k - n_q) >= key[None, :]  # (n_q, n_k)
 
     report = chapter.CAUSAL_MASK.run(causal_mask, hidden=True, seed=0)
-    assert report.passed, report.message
+    assert report.passed and not report.delegated, report.message
 
 
 def test_lengths_as_a_list_are_checked_without_the_causal_mask_too():

@@ -1,6 +1,6 @@
-"""Chapter 9 checks beyond tests/test_exercises.py (where the notebook's own solutions pass under the guard,
-its decoding step calling the given repeat_kv): the normaliser may not come from logsumexp, the
-decoding step may not hand the attention to tfm_ref, exp with no maximum at all is named as the overflow, and mistakes
+"""Chapter 9 checks beyond tests/test_exercises.py (where the notebook's own solutions pass unflagged, its
+decoding step calling the given repeat_kv): a normaliser from logsumexp is flagged, the decoding step may not
+hand the attention to tfm_ref (withheld when grading), exp with no maximum at all is named as the overflow, and mistakes
 a student audit found unnamed or caught by luck are named on every seed (the running sum divided by unguarded, no −inf
 guard, a square causal mask in the decoding step).
 """

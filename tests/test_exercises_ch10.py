@@ -1,6 +1,6 @@
-"""Chapter 10 checks beyond tests/test_exercises.py (where the notebook's own solutions pass under the
-guard): answers written another way pass too, the checks' inputs are never trained in place, the check's
-training run is one in which a model learns, a whole tfm_ref model earns nothing, and the guided full
+"""Chapter 10 checks beyond tests/test_exercises.py (where the notebook's own solutions pass): answers written
+another way pass too, the checks' inputs are never trained in place, the check's training run is one in which a
+model learns, a whole tfm_ref model is refused at once (it is withheld when grading), and the guided full
 run keeps and averages the checkpoints it says it does.
 """
 import re
