@@ -34,6 +34,7 @@ message that names the likely mistake; on success it prints one line. In pytest 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import math
@@ -41,7 +42,7 @@ import random
 import sys
 import time
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,16 +56,18 @@ from .delegation import forbidden_ops, named
 from .display import indent, show, show_named
 from .evaluation import CheckFailed, Outcome, evaluate, flatten
 from .inputs import Call, randn, random_dims
+from .messages import N_, _
 
 __all__ = [
     "Call", "Case", "Mistake", "Exercise", "ModuleAdapter", "FunctionAdapter", "CheckFailed", "Report",
     "Candidate", "LocalCandidate", "check", "get_exercise", "passed_line", "randn", "random_dims",
 ]
 
-FIX_PREFIX = "How to fix it: "
-"""Starts the line of a failure message that holds a recognised mistake's fix (`Mistake.fix`)."""
-MISTAKE_PREFIX = "Likely mistake — "
-"""Starts the line of a failure message that names a recognised mistake and its hint."""
+FIX_PREFIX = N_("How to fix it: ")
+"""Starts the line of a failure message that holds a recognised mistake's fix (`Mistake.fix`), in English: the
+message's own language has ``_(FIX_PREFIX)`` (`autograde.messages`)."""
+MISTAKE_PREFIX = N_("Likely mistake — ")
+"""Starts the line of a failure message that names a recognised mistake and its hint (in English; see above)."""
 
 
 
@@ -187,6 +190,10 @@ class Exercise:
         if not isinstance(candidate, Candidate):
             candidate = LocalCandidate(candidate)
         seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+        with _one_thread():
+            return self._run(candidate, hidden, seed, reveal_fix)
+
+    def _run(self, candidate: Candidate, hidden: bool, seed: int, reveal_fix: bool) -> Report:
         cases = [*self.visible, *self.hidden] if hidden else list(self.visible)
         started = time.perf_counter()
         for index, case in enumerate(cases):
@@ -217,6 +224,19 @@ class Exercise:
         return report
 
 
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """PyTorch on one thread while a check runs: its tensors are tiny, and on a machine doing other work a pool of
+    threads waits at every operation for the one the system has put aside (a failing training check took 19.9 s
+    beside other work with two threads, 2.8 s with one)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @dataclass(frozen=True)
 class Report:
     """The outcome of a check. ``mistake`` is the catalogued mistake recognised, if any;
@@ -238,14 +258,19 @@ _FAILED_BEFORE: set[tuple[str, str]] = set()
 
 def delegation_note(report: Report) -> str:
     """What a check says when the student's code ran an operator that does the exercise (it still counts)."""
-    return (f"⚠ {report.exercise}: your code ran PyTorch's {', '.join(report.delegated)}, which does this exercise "
-            "for you. It passes, but grading flags it for your instructor to read: write the computation yourself.")
+    return _("⚠ {exercise}: your code ran PyTorch's {operators}, which does this exercise for you. It passes, but "
+             "grading flags it for your instructor to read: write the computation yourself.").format(
+        exercise=report.exercise, operators=", ".join(report.delegated))
 
 
 def passed_line(report: Report, hidden: bool) -> str:
-    kind = "visible and hidden" if hidden else "visible"
-    plural = "s" if report.n_cases != 1 else ""
-    return f"✓ {report.exercise}: {report.n_cases} {kind} check{plural} passed ({report.seconds:.2f} s)"
+    if hidden:
+        line = (_("✓ {exercise}: {n} visible and hidden check passed ({seconds:.2f} s)") if report.n_cases == 1 else
+                _("✓ {exercise}: {n} visible and hidden checks passed ({seconds:.2f} s)"))
+    else:
+        line = (_("✓ {exercise}: {n} visible check passed ({seconds:.2f} s)") if report.n_cases == 1 else
+                _("✓ {exercise}: {n} visible checks passed ({seconds:.2f} s)"))
+    return line.format(exercise=report.exercise, n=report.n_cases, seconds=report.seconds)
 
 
 # --------------------------------------------------------------------------- where the student's code runs
@@ -325,10 +350,10 @@ def _refuse_changed_inputs(exercise: Exercise, call: Call, outcome: Outcome) -> 
     """A right output from code that also spoils its caller's tensors is no pass."""
     if outcome.changed:
         named = call.named(exercise.arg_names)
-        changed = " and ".join(f"`{named[i][0]}`" for i in outcome.changed)
-        raise CheckFailed(f"your code changed its input {changed} in place; the caller still needs it as it "
-                          "was. Compute into a new tensor (e.g. torch.cat, .clone(), or an out-of-place "
-                          "operation) instead of writing into the argument.")
+        changed = _(" and ").join(f"`{named[i][0]}`" for i in outcome.changed)
+        raise CheckFailed(_("your code changed its input {names} in place; the caller still needs it as it was. "
+                            "Compute into a new tensor (e.g. torch.cat, .clone(), or an out-of-place operation) "
+                            "instead of writing into the argument.").format(names=changed))
 
 
 # --------------------------------------------------------------------------- a case, shrunk and diagnosed
@@ -352,69 +377,72 @@ class _Failure:
 
     def message(self, exercise: Exercise, case: Case, seed: int, hidden: bool, reveal_fix: bool,
                 failing_uses: list[tuple[Report, bool | None]]) -> str:
-        kind = "hidden check" if hidden and case in exercise.hidden else "check"
+        """The failure in words, in the language in use (`autograde.messages`)."""
         if self.stub:
-            return (f"✗ {exercise.name}: not written yet — it raises NotImplementedError. Delete the line "
-                    "`raise NotImplementedError()` and write your code in its place.")
+            return _("✗ {exercise}: not written yet — it raises NotImplementedError. Delete the line "
+                     "`raise NotImplementedError()` and write your code in its place.").format(exercise=exercise.name)
         # what a common exception most often means, where no catalogued mistake says what it means here
         problem = self.problem.rstrip(".") + (error_hint(self.got.error) if self.got.error and not self.hint else "")
         # the case's label names its own input; the values quoted are the smaller one's, shown below
-        where = "on a smaller input (below), " if self.shrunk else ""
-        lines = [f"✗ {exercise.name}: {kind} '{case.label}' failed — {where}{problem}."]
+        where = _("on a smaller input (below), ") if self.shrunk else ""
+        verdict = (_("✗ {exercise}: hidden check '{case}' failed — {where}{problem}.") if hidden and case in exercise.hidden
+                   else _("✗ {exercise}: check '{case}' failed — {where}{problem}."))
+        lines = [verdict.format(exercise=exercise.name, case=_(case.label), where=where, problem=problem)]
         for report, calls in failing_uses:
             first, *rest = report.message.splitlines()
-            named = [line for line in rest if line.startswith(MISTAKE_PREFIX)]  # its diagnosis, if it has one
-            lines += [f"Your `{report.exercise}` from an earlier exercise fails its own check"
-                      + (", and this exercise calls it: fix it first." if calls else
-                         "; if this exercise calls it, fix that first."), indent("\n".join([first, *named]))]
+            named = [line for line in rest if line.startswith(_(MISTAKE_PREFIX))]  # its diagnosis, if it has one
+            lines += [(_("Your `{exercise}` from an earlier exercise fails its own check, and this exercise calls it: "
+                         "fix it first.") if calls else
+                       _("Your `{exercise}` from an earlier exercise fails its own check; if this exercise calls it, "
+                         "fix that first.")).format(exercise=report.exercise), indent("\n".join([first, *named]))]
         if self.hint:
-            lines.append(f"{MISTAKE_PREFIX}{self.mistake}: {self.hint}")
+            lines.append(_(MISTAKE_PREFIX) + _("{mistake}: {hint}").format(mistake=_(self.mistake), hint=_(self.hint)))
             if self.fix and reveal_fix:
-                lines.append(FIX_PREFIX + self.fix)  # folded behind a toggle on the feedback page
+                lines.append(_(FIX_PREFIX) + _(self.fix))  # folded behind a toggle on the feedback page
             elif self.fix:
                 # the fix is kept per kernel: a run of nbgrader validate, a new process each time, never shows it
-                lines.append("(Try again in the notebook; if the same mistake fails again there, the check shows how "
-                             "to fix it.)")
+                lines.append(_("(Try again in the notebook; if the same mistake fails again there, the check shows "
+                               "how to fix it.)"))
         if self.random and self.dims.get(AS_BUILT):  # the module's own initial values, not its weights loaded
-            lines.append("Your module, built twice, gives two different outputs on this same input, and the "
-                         "reference's does not: its initial values are drawn at random. A new module starts "
-                         "where the reference starts (a LayerNorm at γ = 1 and β = 0, say): torch.ones and "
-                         "torch.zeros, not torch.rand or torch.randn.")
+            lines.append(_("Your module, built twice, gives two different outputs on this same input, and the "
+                           "reference's does not: its initial values are drawn at random. A new module starts "
+                           "where the reference starts (a LayerNorm at γ = 1 and β = 0, say): torch.ones and "
+                           "torch.zeros, not torch.rand or torch.randn."))
         elif self.random:
-            lines.append("Your output changes from one call to the next on this same input, and the reference's "
-                         "does not: something random is still on. Dropout, say: the check builds modules in eval "
-                         "mode, where `nn.Dropout` does nothing, but `F.dropout(x, p)` drops unless given "
-                         "`training=self.training`.")
+            lines.append(_("Your output changes from one call to the next on this same input, and the reference's "
+                           "does not: something random is still on. Dropout, say: the check builds modules in eval "
+                           "mode, where `nn.Dropout` does nothing, but `F.dropout(x, p)` drops unless given "
+                           "`training=self.training`."))
         if self.dims.get(TRAINING) and self.hint is None and self.got.error is None:
-            lines.append("This case runs in training mode and compares the outputs exactly: both sides draw the same "
-                         "random numbers, so it expects `nn.Dropout` (or `F.dropout(x, p, training=self.training)`) "
-                         "with the rate it is given, at the places the notebook gives, in the same order. Dropout at "
-                         "another place, with another rate, missing, or written by hand with torch.rand draws other "
-                         "numbers.")
+            lines.append(_("This case runs in training mode and compares the outputs exactly: both sides draw the "
+                           "same random numbers, so it expects `nn.Dropout` (or `F.dropout(x, p, "
+                           "training=self.training)`) with the rate it is given, at the places the notebook gives, in "
+                           "the same order. Dropout at another place, with another rate, missing, or written by hand "
+                           "with torch.rand draws other numbers."))
         if self.got.trace:
-            lines += ["", "Your code raised:", indent(self.got.trace)]
+            lines += ["", _("Your code raised:"), indent(self.got.trace)]
         built = exercise.adapter.describe(exercise.name, self.dims) if hasattr(exercise.adapter, "describe") else None
         # every size of the input: the ladder's, and those written in capitals that it lacks (H, the heads, where the
         # ladder has none); not the flags, written in lowercase (pre=1), which the case's label names
         sizes = ", ".join(f"{k}={v}" for k, v in self.dims.items() if k in exercise.ladder_keys or k[:1].isupper())
         floating = any(t.is_floating_point() for t in self.call.tensors()) or self.weights
-        details = "; ".join([sizes] + ([str(case.dtype)] if floating else []) + (["with gradients"] if case.grad else []))
-        lines += ["", f"Smallest failing input ({details}):"]
+        details = "; ".join([sizes] + ([str(case.dtype)] if floating else []) + ([_("with gradients")] if case.grad else []))
+        lines += ["", _("Smallest failing input ({details}):").format(details=details)]
         if built:
-            lines.append(indent(f"built as {built}"))
+            lines.append(indent(_("built as {module}").format(module=built)))
         if exercise.input_note:
-            lines.append(indent(f"({exercise.input_note})"))
+            lines.append(indent(_("({note})").format(note=_(exercise.input_note))))
         lines.append(indent(self.call.describe(exercise.arg_names)))
         if self.gradient is not None:
             name = gradient_names(exercise, self.call, self.weights)[self.gradient]
             expected = self.expected.grads[self.gradient]
-            lines += [f"expected gradient of {name}:", indent(show(expected)),
-                      f"your gradient of {name}:", indent(show(self.got.grads[self.gradient]))]
+            lines += [_("expected gradient of {name}:").format(name=name), indent(show(expected)),
+                      _("your gradient of {name}:").format(name=name), indent(show(self.got.grads[self.gradient]))]
         elif self.got.error is None and not self.setup:
-            names = exercise.output_names
-            lines += ["expected:", indent(show_named(self.expected.output, names)),
-                      "got:", indent(show_named(self.got.output, names))]
-        lines.append(f"(random seed {seed})")
+            names = [_(n) for n in exercise.output_names]
+            lines += [_("expected:"), indent(show_named(self.expected.output, names)),
+                      _("got:"), indent(show_named(self.got.output, names))]
+        lines.append(_("(random seed {seed})").format(seed=seed))
         return "\n".join(lines)
 
 
@@ -427,7 +455,7 @@ def gradient_names(exercise: Exercise, call: Call, weights: dict[str, torch.Tens
     module's parameters (sorted by name, as `ModuleAdapter.parameters` gives them)."""
     inputs = [name for name, value in call.named(exercise.arg_names)
               if isinstance(value, torch.Tensor) and value.is_floating_point()]
-    return [f"`{n}`" for n in inputs] + [f"the parameter `{n}`" for n in sorted(weights or {})
+    return [f"`{n}`" for n in inputs] + [_("the parameter `{name}`").format(name=n) for n in sorted(weights or {})
                                           if (weights[n].is_floating_point())]
 
 
@@ -685,7 +713,8 @@ def check(key: str, candidate: Callable, hidden: bool = False) -> None:
     _show_failures_plainly()
     exercise = get_exercise(key)
     if not callable(candidate):
-        raise CheckFailed(f"✗ {exercise.name}: expected a function or class, got {type(candidate).__name__}")
+        raise CheckFailed(_("✗ {exercise}: expected a function or class, got {type}").format(
+            exercise=exercise.name, type=type(candidate).__name__))
     _refuse_what_grading_lacks(key.rpartition(".")[0], exercise, candidate)
     exercise.check(candidate, hidden)
 
@@ -699,12 +728,14 @@ def _refuse_what_grading_lacks(assignment: str, exercise: Exercise, candidate: C
     for used in _objects_used(candidate):
         where = origin(used)
         if where in held:
-            raise CheckFailed(f"✗ {exercise.name}: your code uses tfm_ref's `{where[1]}`, which is what this exercise "
-                              f"asks you to write (or computes it whole). When {assignment} is graded, tfm_ref has no "
-                              "such function: write the computation yourself.")
+            raise CheckFailed(_("✗ {exercise}: your code uses tfm_ref's `{name}`, which is what this exercise asks "
+                                "you to write (or computes it whole). When {assignment} is graded, tfm_ref has no such "
+                                "function: write the computation yourself.").format(
+                exercise=exercise.name, name=where[1], assignment=assignment))
         if str(getattr(used, "__module__", "")).startswith("autograde"):
-            raise CheckFailed(f"✗ {exercise.name}: your code uses the grader's own `{used.__name__}`, which is not "
-                              "there when your notebook is graded: write the computation yourself.")
+            raise CheckFailed(_("✗ {exercise}: your code uses the grader's own `{name}`, which is not there when your "
+                                "notebook is graded: write the computation yourself.").format(
+                exercise=exercise.name, name=used.__name__))
 
 
 def _objects_used(candidate: Callable) -> list[object]:

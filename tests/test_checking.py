@@ -679,3 +679,18 @@ def test_a_notebook_cells_line_is_named_as_jupyter_names_it_not_by_the_kernels_t
         InteractiveShell.clear_instance()
     assert f'File "Cell In[{count}]", line 2, in crashes' in report.message
     assert "raise IndexError('oops')" in report.message
+
+
+def test_a_check_runs_on_one_thread_and_gives_the_kernel_its_threads_back():
+    """Beside other work, a pool of threads waits at every tiny operation for the one the system put aside."""
+    seen, before = [], torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        def softmax(x, dim=-1):
+            seen.append(torch.get_num_threads())
+            return torch.zeros_like(x)
+
+        get_exercise("ch01_attention.softmax").run(softmax, seed=0)
+        assert seen and set(seen) == {1} and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
