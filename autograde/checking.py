@@ -385,8 +385,10 @@ class _Failure:
         problem = self.problem.rstrip(".") + (error_hint(self.got.error) if self.got.error and not self.hint else "")
         # the case's label names its own input; the values quoted are the smaller one's, shown below
         where = _("on a smaller input (below), ") if self.shrunk else ""
-        verdict = (_("✗ {exercise}: hidden check '{case}' failed — {where}{problem}.") if hidden and case in exercise.hidden
-                   else _("✗ {exercise}: check '{case}' failed — {where}{problem}."))
+        if hidden and case in exercise.hidden:
+            verdict = _("✗ {exercise}: hidden check '{case}' failed — {where}{problem}.")
+        else:
+            verdict = _("✗ {exercise}: check '{case}' failed — {where}{problem}.")
         lines = [verdict.format(exercise=exercise.name, case=_(case.label), where=where, problem=problem)]
         for report, calls in failing_uses:
             first, *rest = report.message.splitlines()
@@ -426,7 +428,8 @@ class _Failure:
         # ladder has none); not the flags, written in lowercase (pre=1), which the case's label names
         sizes = ", ".join(f"{k}={v}" for k, v in self.dims.items() if k in exercise.ladder_keys or k[:1].isupper())
         floating = any(t.is_floating_point() for t in self.call.tensors()) or self.weights
-        details = "; ".join([sizes] + ([str(case.dtype)] if floating else []) + ([_("with gradients")] if case.grad else []))
+        details = "; ".join([sizes] + ([str(case.dtype)] if floating else [])
+                            + ([_("with gradients")] if case.grad else []))
         lines += ["", _("Smallest failing input ({details}):").format(details=details)]
         if built:
             lines.append(indent(_("built as {module}").format(module=built)))

@@ -16,6 +16,7 @@ import torch
 
 from .display import brief
 from .evaluation import Outcome, flatten
+from .messages import ENGLISH, N_, _, language, speaking
 
 __all__ = ["Tolerance", "tolerance", "difference", "compare", "error_hint", "same"]
 
@@ -32,20 +33,20 @@ _TOLERANCE = {  # (rtol, atol) by dtype; tfm_ref computes softmax in float32 eve
 # What a common exception most often means in a student's code: said after the exception itself.
 _ERROR_HINTS = (
     (re.compile(r"Boolean value of Tensor with more than one (value|element) is ambiguous"),
-     "`if tensor:` asks whether a whole tensor is true; to ask whether an optional argument was given, write "
-     "`if mask is not None:`"),
+     N_("`if tensor:` asks whether a whole tensor is true; to ask whether an optional argument was given, write "
+        "`if mask is not None:`")),
     (re.compile(r"must match the size of tensor b \(\d+\) at non-singleton dimension"),
-     "the shapes of an elementwise operation do not line up. Often a reduction (sum, amax, mean) without "
-     "keepdim=True, which drops the axis it reduced, or a tensor that needs an axis added with [:, None]"),
+     N_("the shapes of an elementwise operation do not line up. Often a reduction (sum, amax, mean) without "
+        "keepdim=True, which drops the axis it reduced, or a tensor that needs an axis added with [:, None]")),
     (re.compile(r"must be tuple of ints, (not float|but found element of type float)|tuple of ints,\s*but got float"
                 r"|'float' object cannot be interpreted as an integer"),
-     "a size must be a whole number: `/` gives a float, `//` an int"),
+     N_("a size must be a whole number: `/` gives a float, `//` an int")),
     (re.compile(r"context must have last dimension"),
-     "a MultiHeadAttention is called as attn(x, context=None, mask=None): a mask passed second is read as the "
-     "context; write attn(x, mask=mask)"),
+     N_("a MultiHeadAttention is called as attn(x, context=None, mask=None): a mask passed second is read as the "
+        "context; write attn(x, mask=mask)")),
     (re.compile(r"The shape of the mask \[[^\]]*\] at index \d+ does not match the shape of the indexed tensor"),
-     "indexing with a boolean mask needs the mask's own shape, without broadcasting: `x.masked_fill(mask, value)` "
-     "broadcasts"),
+     N_("indexing with a boolean mask needs the mask's own shape, without broadcasting: `x.masked_fill(mask, value)` "
+        "broadcasts")),
 )
 
 Tolerance = tuple[float | None, float | None]
@@ -64,80 +65,119 @@ def _verb(what: str, singular: str, plural: str) -> str:
 
 
 def _listed(items: Sequence[str]) -> str:
-    """ "a", "a and the b", "a, the b and the c" (to follow a "the")."""
-    return items[0] if len(items) == 1 else f"{', the '.join(items[:-1])} and the {items[-1]}"
+    """ "a", "a and the b", "a, the b and the c" (to follow a "the"), in the language in use."""
+    return items[0] if len(items) == 1 else _("{items} and the {last}").format(
+        items=_(", the ").join(items[:-1]), last=items[-1])
+
+
+def _said(what: str, singular: str, plural: str) -> str:
+    """The template (``singular`` or ``plural``, by `_verb` on the English ``what``) in the language in use."""
+    template = _verb(what, singular, plural)
+    return _(template)
 
 
 def difference(expected: Any, got: Any, override: Tolerance = (None, None), what: str = "output",
-               names: Sequence[str] = ()) -> str | None:
+               names: Sequence[str] = (), shown: str | None = None) -> str | None:
     """None when ``got`` matches ``expected``; otherwise what differs, in words. ``names`` name the
-    items of a tuple output ("output", "weights")."""
+    items of a tuple output ("output", "weights"). ``what`` is English (the verbs agree with it); ``shown``
+    is what the message calls it in the language in use (by default ``what`` translated)."""
+    shown = _(what) if shown is None else shown
     if isinstance(expected, torch.Tensor):
         if not isinstance(got, torch.Tensor):
-            return f"the {what} should be a tensor, got {type(got).__name__}"
+            return _("the {what} should be a tensor, got {type}").format(what=shown, type=type(got).__name__)
         if got.device != expected.device:
-            return (f"the {what} {_verb(what, 'is', 'are')} on the {got.device.type} device, expected on the "
-                    f"{expected.device.type} device: make new tensors on the device the call gives (`device=device`) "
-                    "or on the inputs' (`x.device`)")
+            return _said(what,
+                         N_("the {what} is on the {got} device, expected on the {expected} device: make new tensors "
+                            "on the device the call gives (`device=device`) or on the inputs' (`x.device`)"),
+                         N_("the {what} are on the {got} device, expected on the {expected} device: make new tensors "
+                            "on the device the call gives (`device=device`) or on the inputs' (`x.device`)")).format(
+                what=shown, got=got.device.type, expected=expected.device.type)
         if tuple(got.shape) != tuple(expected.shape):
-            return (f"the {what} {_verb(what, 'has', 'have')} shape {tuple(got.shape)}, "
-                    f"expected {tuple(expected.shape)}")
+            return _said(what, N_("the {what} has shape {got}, expected {expected}"),
+                         N_("the {what} have shape {got}, expected {expected}")).format(
+                what=shown, got=tuple(got.shape), expected=tuple(expected.shape))
         if got.dtype != expected.dtype:
             hard_coded = got.dtype == torch.float32 and expected.is_floating_point()
-            return (f"the {what} {_verb(what, 'has', 'have')} dtype {got.dtype}, expected {expected.dtype}"
-                    + (" (keep the dtype of the inputs; do not hard-code float32)" if hard_coded else ""))
+            return (_said(what, N_("the {what} has dtype {got}, expected {expected}"),
+                          N_("the {what} have dtype {got}, expected {expected}")).format(
+                what=shown, got=got.dtype, expected=expected.dtype)
+                    + (_(" (keep the dtype of the inputs; do not hard-code float32)") if hard_coded else ""))
         if expected.is_meta:  # shapes without values: where, what shape and what dtype is all there is
             return None
         if expected.dtype == torch.bool or not expected.is_floating_point():
-            differs = _verb(what, "differs", "differ")
-            return None if _equal(got, expected) else f"the {what} {differs} (exact comparison)"
+            return None if _equal(got, expected) else _said(
+                what, N_("the {what} differs (exact comparison)"), N_("the {what} differ (exact comparison)")).format(
+                what=shown)
         rtol, atol = tolerance(expected.dtype, override)
         if _allclose(got.double(), expected.double(), rtol=rtol, atol=atol, equal_nan=False):
             return None
         if not bool(_isfinite(got).all()) and bool(_isfinite(expected).all()):
-            return f"the {what} {_verb(what, 'contains', 'contain')} NaN or inf where the reference is finite"
+            return _said(what, N_("the {what} contains NaN or inf where the reference is finite"),
+                         N_("the {what} contain NaN or inf where the reference is finite")).format(what=shown)
         if not expected.dim():  # one number: say both, as for a plain float
-            return f"the {what} {_verb(what, 'is', 'are')} {float(got):.6g}, expected {float(expected):.6g}"
+            return _said(what, N_("the {what} is {got:.6g}, expected {expected:.6g}"),
+                         N_("the {what} are {got:.6g}, expected {expected:.6g}")).format(
+                what=shown, got=float(got), expected=float(expected))
         diff = (got.double() - expected.double()).abs().nan_to_num(math.inf)
         where = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
-        return (f"the {what} {_verb(what, 'differs', 'differ')}: largest difference {float(diff.max()):.3g} "
-                f"at index {where}")
+        return _said(what, N_("the {what} differs: largest difference {largest:.3g} at index {index}"),
+                     N_("the {what} differ: largest difference {largest:.3g} at index {index}")).format(
+            what=shown, largest=float(diff.max()), index=where)
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-            return f"the {what} should be a {type(expected).__name__} of {len(expected)} items, got {brief(got)}"
+            return _("the {what} should be a {type} of {n} items, got {got}").format(
+                what=shown, type=type(expected).__name__, n=len(expected), got=brief(got))
         labels = [names[i] if i < len(names) else f"{what}[{i}]" for i in range(len(expected))]
-        problems = [(label, p) for e, g, label in zip(expected, got, labels)
-                    if (p := difference(e, g, override, label)) is not None]
+        labels_shown = [_(names[i]) if i < len(names) else f"{shown}[{i}]" for i in range(len(expected))]
+        problems = [(i, p) for i, (e, g, label, label_shown) in enumerate(zip(expected, got, labels, labels_shown))
+                    if (p := difference(e, g, override, label, shown=label_shown)) is not None]
         if not problems:
             return None
         if len(expected) <= 4:
             for order in permutations(range(len(got))):
                 if all(difference(e, got[j], override) is None for e, j in zip(expected, order)):
-                    moved = [label for i, label in enumerate(labels) if order[i] != i]
-                    swapped = f"the {what}'s items are right but in the wrong order: the {_listed(moved)} are in " \
-                              "each other's places"
-                    return swapped + (f"; return ({', '.join(labels)})" if len(moved) == len(labels) else "")
-        (first_label, first), others = problems[0], [label for label, _ in problems[1:]]
+                    moved = [labels_shown[i] for i in range(len(labels)) if order[i] != i]
+                    swapped = _("the {what}'s items are right but in the wrong order: the {items} are in each "
+                                "other's places").format(what=shown, items=_listed(moved))
+                    every = len(moved) == len(labels)
+                    return swapped + (_("; return ({names})").format(names=", ".join(labels)) if every else "")
+        first, others = problems[0][1], [labels_shown[i] for i, _p in problems[1:]]
         if not others:
             return first
-        alike = all(p.replace(f"the {label} ", f"the {first_label} ", 1) == first for label, p in problems[1:])
-        if alike and "differ" not in first:  # the same dtype, shape or type problem in each: said once
-            return f"{first}; the {_listed(others)} likewise"
-        verb = _verb(others[0], "differs", "differ") if len(others) == 1 else "differ"
-        return f"{first}; the {_listed(others)} {verb} too"
+        # Whether the problems are alike is read from their English words, whatever the language shown.
+        english = [(labels[i], p) for i, p in problems] if language() == ENGLISH else _in_english(
+            lambda: [(labels[i], difference(expected[i], got[i], override, labels[i])) for i, _p in problems])
+        first_label, first_english = english[0]
+        alike = all(p.replace(f"the {label} ", f"the {first_label} ", 1) == first_english for label, p in english[1:])
+        if alike and "differ" not in first_english:  # the same dtype, shape or type problem in each: said once
+            return _("{first}; the {others} likewise").format(first=first, others=_listed(others))
+        plural = len(others) > 1 or _verb(labels[problems[1][0]], "differs", "differ") == "differ"
+        return (_("{first}; the {others} differ too") if plural else _("{first}; the {others} differs too")).format(
+            first=first, others=_listed(others))
     if isinstance(got, torch.Tensor):  # `==` on a tensor is a tensor, not a verdict
-        item = ": take the number out with .item()" if got.numel() == 1 else ""
-        return f"the {what} should be a plain {type(expected).__name__}, got a tensor of shape {tuple(got.shape)}{item}"
+        if got.numel() == 1:
+            return _("the {what} should be a plain {type}, got a tensor of shape {shape}: take the number out with "
+                     ".item()").format(what=shown, type=type(expected).__name__, shape=tuple(got.shape))
+        return _("the {what} should be a plain {type}, got a tensor of shape {shape}").format(
+            what=shown, type=type(expected).__name__, shape=tuple(got.shape))
     if type(expected) is int and isinstance(got, float):  # a count is an int; a float there comes from 2.0 * … or / for //
-        return f"the {what} should be a whole number (an int), got the float {got!r}; expected {expected}"
+        return _("the {what} should be a whole number (an int), got the float {got!r}; expected {expected}").format(
+            what=shown, got=got, expected=expected)
     if isinstance(expected, float) and isinstance(got, (int, float)):
-        return None if math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9) else f"the {what} is {got}, expected {expected}"
-    return None if got == expected else f"the {what} is {brief(got)}, expected {brief(expected)}"
+        return None if math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9) else _(
+            "the {what} is {got}, expected {expected}").format(what=shown, got=got, expected=expected)
+    return None if got == expected else _("the {what} is {got}, expected {expected}").format(
+        what=shown, got=brief(got), expected=brief(expected))
+
+
+def _in_english(compute: Any) -> Any:
+    with speaking(ENGLISH):
+        return compute()
 
 
 def error_hint(error: str) -> str:
     """What a common exception (``"TypeName: message"``) most often means in a student's code, or ""."""
-    return "".join(f" — {hint}" for pattern, hint in _ERROR_HINTS if pattern.search(error))
+    return "".join(f" — {_(hint)}" for pattern, hint in _ERROR_HINTS if pattern.search(error))
 
 
 def compare(expected: Outcome, got: Outcome, override: Tolerance = (None, None),
@@ -146,23 +186,24 @@ def compare(expected: Outcome, got: Outcome, override: Tolerance = (None, None),
     and which gradient, when the output matches but a gradient does not. ``names`` say what
     each gradient is with respect to, ``output_names`` what each item of a tuple output is."""
     if got.error is not None:  # a forbidden call's message already says "your code called …"
-        return f"your code raised {got.error}", None
+        return _("your code raised {error}").format(error=got.error), None
     problem = difference(expected.output, got.output, override, names=output_names)
     if problem is not None or not expected.grads:
         return problem, None
     for i, e in enumerate(expected.grads):
         g = got.grads[i] if i < len(got.grads) else None
-        name = names[i] if i < len(names) else f"input {i}"
+        name = names[i] if i < len(names) else _("input {i}").format(i=i)
         if e is None and g is None:
             continue
         if g is None:
-            return (f"there is no gradient for {name}: it is not trainable (a buffer, or requires_grad=False), "
-                    "or the output does not depend on it through autograd"), i
-        problem = difference(torch.zeros_like(g) if e is None else e, g, override, f"gradient of {name}")
+            return _("there is no gradient for {name}: it is not trainable (a buffer, or requires_grad=False), "
+                     "or the output does not depend on it through autograd").format(name=name), i
+        problem = difference(torch.zeros_like(g) if e is None else e, g, override, f"gradient of {name}",
+                             shown=_("gradient of {name}").format(name=name))
         if problem:
             cut = isinstance(g, torch.Tensor) and not bool(g.any())  # all zeros: the path from the output is cut
-            return problem + (" (the forward output matches: look for a non-differentiable step or a detach)" if cut
-                              else " (the forward output matches)"), i
+            return problem + (_(" (the forward output matches: look for a non-differentiable step or a detach)") if cut
+                              else _(" (the forward output matches)")), i
     return None, None
 
 

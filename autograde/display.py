@@ -6,6 +6,12 @@ from typing import Any
 
 import torch
 
+try:
+    from .messages import _
+except ImportError:  # a sandbox's runtime without the catalogues' helper: its few words stay English
+    def _(message: str) -> str:
+        return message
+
 __all__ = ["show", "show_named", "labelled", "brief", "indent"]
 
 PRINTED_ELEMENTS = 64
@@ -15,9 +21,11 @@ PRINTED_ELEMENTS = 64
 def show(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         if value.is_meta:
-            return f"tensor of shape {tuple(value.shape)}, dtype {value.dtype}, on the meta device (no values)"
+            return _("tensor of shape {shape}, dtype {dtype}, on the meta device (no values)").format(
+                shape=tuple(value.shape), dtype=value.dtype)
         if value.numel() > PRINTED_ELEMENTS:
-            return f"tensor of shape {tuple(value.shape)}, dtype {value.dtype} (too large to print)"
+            return _("tensor of shape {shape}, dtype {dtype} (too large to print)").format(
+                shape=tuple(value.shape), dtype=value.dtype)
         with torch._tensor_str.printoptions(precision=4, sci_mode=False, linewidth=100):
             return repr(value)
     if isinstance(value, (tuple, list)):
@@ -45,7 +53,7 @@ def show_named(value: Any, names: Sequence[str]) -> str:
 
 def brief(value: Any) -> str:
     if isinstance(value, torch.Tensor):
-        return f"tensor of shape {tuple(value.shape)}"
+        return _("tensor of shape {shape}").format(shape=tuple(value.shape))
     text = repr(value)
     return text if len(text) < 80 else text[:77] + "..."
 

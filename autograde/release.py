@@ -7,7 +7,8 @@
    → ``release/<id>/<id>.ipynb``, with the students' nbgrader settings beside it
    (``autograde/student/nbgrader_config.py``: what ``nbgrader validate`` says);
 3. in every language with catalogues of the notebooks (``locales/<language>/LC_MESSAGES/notebooks/<id>.po``):
-   the released notebook with its prose translated (`autograde.notebook_translation`)
+   the released notebook with its prose translated (`autograde.notebook_translation`), and its language
+   in its metadata and its setup cell, for the checks to speak it (`autograde.messages.mark_notebook`)
    → ``release/<language>/<id>/<id>.ipynb``, the students' settings beside it. Only a complete translation
    is written: a notebook with a paragraph whose translation is missing, or fuzzy (its English changed),
    is not, and its earlier translation is removed, with a warning; the book's page then links the
@@ -27,6 +28,7 @@ import nbformat
 from .testcells import GradedCellError, parse_test_cell
 from .course import (ROOT, SOLUTIONS, assignment_ids, nbgrader_config, released_notebook, source_markdown, tools_on_path,
                      translated_notebook)
+from .messages import mark_notebook
 from .notebook_translation import catalogue_path, languages, read_translations, translate_notebook
 
 __all__ = ["source_notebook", "release"]
@@ -65,8 +67,8 @@ def _translate(assignment: str, language: str, root: Path) -> Path | None:
     try:
         if not catalogue.is_file():
             raise ValueError(f"it has no catalogue, {catalogue} (python locales/build.py --update-notebooks)")
-        notebook = translate_notebook(nbformat.read(released_notebook(assignment, root), 4),
-                                      read_translations(catalogue))
+        notebook = mark_notebook(translate_notebook(nbformat.read(released_notebook(assignment, root), 4),
+                                                    read_translations(catalogue)), language)
     except ValueError as why:
         shutil.rmtree(target.parent, ignore_errors=True)  # a translation of an older English would mislead
         log.warning("%s is not released in %s: %s", assignment, language, why)

@@ -32,6 +32,7 @@ from .check_models import RandomTransformer
 from .checking import Candidate, Case, CheckFailed, Exercise, delegation_note, get_exercise, passed_line
 from .evaluation import Outcome
 from .inputs import Call
+from .messages import _
 from .notebook import GradedCell
 from .sandbox import Limits, Runner, Sandbox
 from .testcells import parse_test_cell
@@ -82,9 +83,10 @@ class RemoteCandidate(Candidate):
 
     def _unlock(self) -> None:
         sources = sandbox_tree.model_sources(self.runner.assignment)
-        reply, _ = self.runner.request({"op": "unlock", "sources": [list(s) for s in sources]}, [], self.deadline)
+        reply, _blobs = self.runner.request({"op": "unlock", "sources": [list(s) for s in sources]}, [], self.deadline)
         if reply.get("status") != "ok":
-            raise CheckFailed(f"the check's model could not be built in your notebook's sandbox: {_text(reply, 'error')}")
+            raise CheckFailed(_("the check's model could not be built in your notebook's sandbox: {error}").format(
+                error=_text(reply, "error")))
         self.runner.unlocked = True
 
     def sibling(self, exercise: Exercise) -> Candidate | None:
@@ -142,7 +144,7 @@ def run_notebook(sandbox: Sandbox, assignment: str, cells: list[GradedCell], lim
                  seed: int | None = None) -> NotebookResult:
     """Run ``cells`` (see the module docstring); every cell gets a result. ``seed``: the checks' random inputs (one
     for a whole class: every student gets the same inputs, and the grader computes each reference once)."""
-    done = NotebookResult([{"status": "skipped", "stdout": "", "error": "not run"} for _ in cells])
+    done = NotebookResult([{"status": "skipped", "stdout": "", "error": _("not run")} for _cell in cells])
     deadline = time.monotonic() + limits.notebook_timeout
     skip: set[int] = set()
     checked: set[int] = set()  # test cells with a verdict, kept across restarts
@@ -217,25 +219,27 @@ def _capped(text: str, limits: Limits, flags: set[str]) -> str:
     if len(text) <= limits.output_chars:
         return text
     flags.add("output-truncated")
-    return text[:limits.output_chars] + "\n[output truncated]"
+    return text[:limits.output_chars] + "\n" + _("[output truncated]")
 
 
 def _capped_message(text: str, limits: Limits) -> str:
     """A check's failure message, which shows the student's output, cut at ``message_chars``."""
-    return text if len(text) <= limits.message_chars else text[:limits.message_chars] + "\n[message truncated]"
+    return text if len(text) <= limits.message_chars else text[:limits.message_chars] + "\n" + _("[message truncated]")
 
 
 def _failure(problem: ChannelError, status: str, oom: bool, limits: Limits) -> dict:
     if isinstance(problem, ChannelTimeout):
-        message = f"this cell ran longer than {limits.cell_timeout:g} s (an infinite loop?) and was stopped"
+        message = _("this cell ran longer than {seconds:g} s (an infinite loop?) and was stopped").format(
+            seconds=limits.cell_timeout)
         return {"status": "timeout", "stdout": "", "error": message}
     if isinstance(problem, ChannelClosed):
-        cause = (f"it used more than the {limits.memory_mb} MB of memory allowed" if oom else
-                 "os._exit, a crash, or more memory than allowed")
+        cause = (_("it used more than the {mb} MB of memory allowed").format(mb=limits.memory_mb) if oom else
+                 _("os._exit, a crash, or more memory than allowed"))
         return {"status": "crashed", "stdout": "",
-                "error": f"the Python process died while running this cell ({status}): {cause}"}
+                "error": _("the Python process died while running this cell ({status}): {cause}").format(
+                    status=status, cause=cause)}
     return {"status": "bad-reply", "stdout": "",
-            "error": f"the grader stopped this cell: the process running it sent {problem}"}
+            "error": _("the grader stopped this cell: the process running it sent {problem}").format(problem=problem)}
 
 
 def _cap_output(results: list[dict], limits: Limits, flags: set[str]) -> None:
@@ -245,5 +249,5 @@ def _cap_output(results: list[dict], limits: Limits, flags: set[str]) -> None:
         kept = result["stdout"][:max(room, 0)]
         if len(kept) < len(result["stdout"]):
             flags.add("output-truncated")
-            result["stdout"] = kept + "\n[output truncated]"
+            result["stdout"] = kept + "\n" + _("[output truncated]")
         room -= len(kept)

@@ -4,12 +4,16 @@
     python locales/build.py --strict    # the same, warnings as errors (-W -n --keep-going): make book-strict
     python locales/build.py --update    # extract the messages into _build/gettext/ (one .pot per page, and
                                         # site.pot) and bring locales/<language>/LC_MESSAGES/ in step (sphinx-intl);
-                                        # then the same for the notebooks, as --update-notebooks
+                                        # then the same for the notebooks, as --update-notebooks, and for
+                                        # what the checks say, as --update-feedback
     python locales/build.py --update-notebooks   # only the notebooks: the prose of each released notebook
                                         # (release/<id>/<id>.ipynb; `python -m autograde release` first) into
                                         # _build/gettext-notebooks/notebooks/<id>.pot, and LC_MESSAGES/notebooks/<id>.po
     python locales/build.py --update-figures    # only the words of the figures: extract them as --update does,
                                         # and bring LC_MESSAGES/figures.po in step with _build/gettext/figures.pot
+    python locales/build.py --update-feedback   # only what the checks say (autograde/messages.py): their templates
+                                        # and the chapters' mistakes, hints, fixes and case labels into
+                                        # _build/gettext-feedback/feedback.pot, and LC_MESSAGES/feedback.po
     python locales/build.py --extract DIR   # only extract the book's messages, into DIR
 
 An edition is ``jupyter-book build .`` with Sphinx's ``language`` set, which jupyter-book's command
@@ -31,6 +35,7 @@ from babel.messages.pofile import write_po
 from jupyter_book.sphinx import build_sphinx
 from sphinx_intl.basic import update
 
+from autograde import messages
 from autograde.course import assignment_ids, released_notebook, source_markdown
 from autograde.notebook_translation import CATALOGUES, template
 
@@ -114,6 +119,24 @@ def update_notebooks(build_dir: Path) -> int:
     return 0
 
 
+def extract_feedback(pot_dir: Path) -> Path:
+    """The message template of what the checks say: ``pot_dir/feedback.pot`` (`autograde.messages.template`)."""
+    path = pot_dir / f"{messages.DOMAIN}.pot"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as file:
+        write_po(file, messages.template(), no_location=True)
+    return path
+
+
+def update_feedback(build_dir: Path) -> int:
+    """Bring the checks' catalogue of every edition in step with the English messages."""
+    pot_dir = build_dir / "gettext-feedback"
+    shutil.rmtree(pot_dir, ignore_errors=True)
+    extract_feedback(pot_dir)
+    update(str(ROOT / "locales"), str(pot_dir), translated_languages(), ignore_obsolete=True)
+    return 0
+
+
 def update_figures(build_dir: Path) -> int:
     """Bring the figures catalogue of every edition, and no other, in step with the English figures."""
     pot_dir, figures_only = build_dir / "gettext", build_dir / "gettext-figures"
@@ -135,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the exercise notebooks': extract their messages and update their catalogues")
     action.add_argument("--update-figures", action="store_true",
                         help="only the figures': extract the messages and update the figures catalogues")
+    action.add_argument("--update-feedback", action="store_true",
+                        help="only what the checks say: extract their messages and update the feedback catalogues")
     action.add_argument("--extract", type=Path, metavar="DIR", help="only extract the book's messages, into DIR")
     parser.add_argument("--path-output", type=Path, default=ROOT, help="build into PATH_OUTPUT/_build")
     args = parser.parse_args(argv)
@@ -145,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         return update_notebooks(build_dir)
     if args.update_figures:
         return update_figures(build_dir)
+    if args.update_feedback:
+        return update_feedback(build_dir)
     if not args.update:
         return build(build_dir, args.strict)
     pot_dir = build_dir / "gettext"
@@ -152,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if status == 0:
         # Entries whose message is gone are dropped: a changed paragraph keeps its old translation, as fuzzy.
         update(str(ROOT / "locales"), str(pot_dir), translated_languages(), ignore_obsolete=True)
-    return status or update_notebooks(build_dir)
+    return status or update_notebooks(build_dir) or update_feedback(build_dir)
 
 
 if __name__ == "__main__":

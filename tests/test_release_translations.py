@@ -14,6 +14,7 @@ from student_validation import validate
 from autograde.classroom import make_course, solved_notebook, write_submission
 from autograde.course import ROOT, assignment_ids, released_notebook, translated_notebook
 from autograde.grade import grade
+from autograde.messages import setup_line
 from autograde.notebook_translation import CATALOGUES, catalogue_path
 from autograde.release import STUDENT_CONFIG, release
 
@@ -67,8 +68,13 @@ def test_a_chinese_notebook_is_the_english_one_with_its_prose_in_chinese(course)
     for chapter in assignment_ids():
         english, chinese = nbformat.read(released_notebook(chapter, root), 4), _chinese(chapter, root)
         assert [c.id for c in chinese.cells] == [c.id for c in english.cells]
+        assert chinese.metadata.autograde == {"language": LANGUAGE}  # what the grader and nbgrader validate read
         for before, after in zip(english.cells, chinese.cells):
-            if before.cell_type == "code":
+            if before.cell_type == "code" and before.metadata.nbgrader.get("grade_id") == "setup":
+                # the setup cell tells the student's kernel the checks' language (autograde.messages.mark_notebook)
+                assert after.source == before.source.rstrip("\n") + "\n" + setup_line(LANGUAGE), chapter
+                assert {**after.metadata.nbgrader, "checksum": None} == {**before.metadata.nbgrader, "checksum": None}
+            elif before.cell_type == "code":
                 assert after == before, f"{chapter}: code cell {before.id} changed"
             else:
                 assert CHINESE_TEXT.search(after.source), f"{chapter}: markdown cell {before.id} is not translated"
