@@ -68,7 +68,7 @@ test: setup sysdeps $(PROXY) book-strict
 	$(BIN)/python -m pytest -q -n $(JOBS)
 
 # The inner loop: the tests not marked slow, without the book or the system packages (README, "Tests").
-test-fast: setup
+test-fast: release
 	$(BIN)/python -m pytest -q -m "not slow" -n $(JOBS)
 
 clean:
