@@ -20,13 +20,15 @@ __all__ = ["make_course", "solved_notebook", "untouched_notebook", "write_submis
 
 
 def make_course(folder: Path, assignments: list[str]) -> Path:
-    """A course root at ``folder``: ``solutions/<id>/<id>.md`` of ``assignments`` and the course's
-    ``autograde/nbgrader_config.py`` (its course root is where it lies: ``folder``)."""
+    """A course root at ``folder``: ``solutions/<id>/<id>.md`` of ``assignments``, the course's
+    ``autograde/nbgrader_config.py`` (its course root is where it lies: ``folder``) and the root's
+    ``nbgrader_config.py`` that loads it (where formgrader and nbgrader's commands find it)."""
     for assignment in assignments:
         (folder / "solutions" / assignment).mkdir(parents=True, exist_ok=True)
         shutil.copy2(SOLUTIONS / assignment / f"{assignment}.md", folder / "solutions" / assignment)
     (folder / "autograde").mkdir(exist_ok=True)
     shutil.copy2(ROOT / "autograde" / CONFIG_NAME, folder / "autograde" / CONFIG_NAME)
+    shutil.copy2(ROOT / CONFIG_NAME, folder / CONFIG_NAME)
     return folder
 
 

@@ -1,21 +1,29 @@
-"""The feedback a student receives: ``feedback/<student>/<assignment>/<assignment>.html``.
+"""The feedback a student receives: ``feedback/<student>/<assignment>/<assignment>.html``, one page.
 
-Written for each graded notebook, where nbgrader's ``generate_feedback`` puts its pages and with
-what ``nbgrader release_feedback`` needs beside it (``timestamp.txt``, ``submission_secret.txt``).
-The page is made from the autograded notebook, hidden tests removed by nbgrader's own
-``ClearHiddenTests``: each test cell with its score and the check's message (the likely mistake
-and the smallest failing input), the student's code and what it printed, and the late penalty.
+`FeedbackExporter` is the page: an nbconvert exporter with the course's template
+(``autograde/templates/feedback/``). ``python -m autograde grade`` writes each graded notebook's page with
+it (`write_feedback`), and the course's nbgrader config makes it ``GenerateFeedback``'s exporter, so that
+``nbgrader generate_feedback --force`` after grading by hand in formgrader writes the same page, now with the
+instructor's scores and comments. Either way nbgrader's ``GetGrades`` reads the scores, the comments and the
+late penalty from the gradebook, and the page is made from the autograded notebook:
 
-It stands alone: math is MathML (converted here, drawn by the browser, nothing fetched), long
-messages wrap, it follows the reader's light or dark mode, and a recognised mistake's fix is
-folded behind "How to fix it", so that the hint comes first. "Try it" widget cells are not run
-when grading: the page leaves them, and the text that introduces them, out.
+* a summary: the score after the late penalty, then each test cell's ✓/✗ and points, linked to the cell;
+* each cell: the student's code and what it printed, each test cell with its points and the check's message
+  (the likely mistake and the smallest failing input), the fix folded behind "How to fix it", so that the
+  hint comes first; an instructor's comment under the solution it is about;
+* never a hidden test (nbgrader's ``ClearHiddenTests``, run by the exporter itself), nor the "try it" widget
+  cells, which are not run when grading, nor the text that introduces them; nor the grader's note to the
+  instructor that formgrader shows in a comment box (`GRADER_NOTE`, `autograde.autograded`).
 
-After grading by hand in formgrader, ``nbgrader generate_feedback --force`` remakes the pages
-with nbgrader's own template (the course config hides hidden tests there too).
+It stands alone: math is MathML (converted here, drawn by the browser, nothing fetched), the style is inline,
+long messages wrap, and it follows the reader's light or dark mode. ``write_feedback`` also copies what
+``nbgrader release_feedback`` needs beside the page (``timestamp.txt``, ``submission_secret.txt``), as
+``generate_feedback`` does.
 """
 from __future__ import annotations
 
+import copy
+import functools
 import html
 import re
 import shutil
@@ -24,27 +32,20 @@ from pathlib import Path
 import mistune
 import nbformat
 from latex2mathml.converter import convert as tex_to_mathml
+from nbconvert.exporters import TemplateExporter
+from nbconvert.filters import strip_ansi
+from traitlets import default
 
-from .checking import FIX_PREFIX
+from .messages import METADATA, _, language, notebook_language, prose_translations, speaking
 from .notebook import is_widget
+from .notebook_translation import translate_markdown
 
-__all__ = ["feedback_path", "feedback_html", "write_feedback"]
+__all__ = ["FeedbackExporter", "TEMPLATES", "GRADER_NOTE", "feedback_path", "feedback_html", "write_feedback"]
 
-
-_STYLE = """
-:root{color-scheme:light dark;--fg:#1f2328;--bg:#fff;--code:#f6f8fa;--line:#d0d7de;--bad:#b42318;--badbg:#fff5f5;--ok:#1a7f37}
-@media (prefers-color-scheme:dark){:root{--fg:#e6edf3;--bg:#0d1117;--code:#161b22;--line:#30363d;--bad:#ff7b72;
---badbg:#2d1214;--ok:#3fb950}}
-body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:var(--fg);background:var(--bg);
-line-height:1.5}
-pre{background:var(--code);padding:.6em;border-radius:4px;white-space:pre-wrap;overflow-wrap:anywhere;margin:.4em 0}
-code{overflow-wrap:anywhere}
-table{border-collapse:collapse;display:block;overflow-x:auto;max-width:100%}td,th{border:1px solid var(--line);padding:.2em .6em}
-.cell{margin:1em 0}.out{border-left:3px solid var(--line)}.err{border-left:3px solid var(--bad);background:var(--badbg)}
-.points{font-weight:bold;margin:.2em 0}.ok{color:var(--ok)}.bad{color:var(--bad)}
-details.fix{margin:.2em 0 .6em 1em}details.fix summary{cursor:pointer;font-weight:bold}
-math[display=block]{overflow-x:auto;overflow-y:hidden;max-width:100%}
-"""
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+GRADER_NOTE = "⚑ Flagged by the grader"
+"""How the grader's note to the instructor starts, in the first solution cell's automatic comment (formgrader
+shows it in that cell's comment box): the page leaves it, and whatever follows it, out."""
 
 
 class _MathRenderer(mistune.HTMLRenderer):
@@ -67,83 +68,142 @@ def _mathml(tex: str, display: str) -> str:
 _markdown = mistune.create_markdown(renderer=_MathRenderer(escape=False), plugins=["math", "table", "strikethrough"])
 
 
+def _text(value: object) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def course_markdown(text: object) -> str:
+    """A markdown cell (or a comment) as HTML, its math as MathML."""
+    return _markdown(_text(text))
+
+
+def check_message(traceback: object) -> str:
+    """An error output (a check's message, or the student's traceback), its fix folded behind a toggle."""
+    from .checking import FIX_PREFIX  # the checks' module: only where a page shows a failure
+
+    entries = traceback if isinstance(traceback, list) else [traceback]
+    lines = [line for entry in entries for line in strip_ansi(_text(entry)).splitlines()]
+    prefix, label = _(FIX_PREFIX), html.escape(_("How to fix it"))  # the message's language: the page's
+    shown = [line for line in lines if not line.startswith(prefix)]
+    fixes = [line.removeprefix(prefix) for line in lines if line.startswith(prefix)]
+    return (f"<pre class='out err'>{html.escape(chr(10).join(shown))}</pre>"
+            + "".join(f"<details class='fix'><summary>{label}</summary><pre>{html.escape(fix)}</pre></details>"
+                      for fix in fixes))
+
+
+def shown_comment(comment: object) -> str:
+    """A cell's comment as the student may read it: without the grader's note to the instructor."""
+    if not comment:
+        return ""
+    return _text(comment).split(GRADER_NOTE, 1)[0].strip()
+
+
+def anchor(grade_id: object) -> str:
+    """A graded cell's id on the page (the class report links to it)."""
+    return "cell-" + re.sub(r"[^A-Za-z0-9_-]", "-", str(grade_id))
+
+
+def number(value: object) -> str:
+    """A score as people write it: 2, 1.5, 0.25."""
+    return f"{float(value or 0):g}"
+
+
+def graded_cells(cells: list) -> list:
+    """The cells that carry points: test cells, and cells graded by hand."""
+    return [c for c in cells if (c.get("metadata", {}).get("nbgrader") or {}).get("grade")
+            or (c.get("metadata", {}).get("nbgrader") or {}).get("task")]
+
+
+def _without_try_it(cells: list) -> list:
+    """The cells but the "try it" ones (tagged ``widget``, never run when grading) and the markdown that
+    introduces each."""
+    return [cell for index, cell in enumerate(cells)
+            if not is_widget(cell)
+            and not (cell.cell_type == "markdown" and index + 1 < len(cells) and is_widget(cells[index + 1]))]
+
+
+class FeedbackExporter(TemplateExporter):
+    """The course's feedback page (see the module docstring). As nbgrader's ``GenerateFeedback`` exporter it
+    gets the scores and comments from ``GetGrades``; it leaves out hidden tests and the "try it" cells itself,
+    whatever preprocessors a configuration lists."""
+
+    export_from_notebook = None  # not one of nbconvert's --to formats
+    output_mimetype = "text/html"
+
+    @default("file_extension")
+    def _file_extension_default(self) -> str:
+        return ".html"
+
+    @default("template_name")
+    def _template_name_default(self) -> str:
+        return "feedback"
+
+    @default("extra_template_basedirs")
+    def _extra_template_basedirs_default(self) -> list[str]:
+        return [str(TEMPLATES)]
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        environment.globals["_"] = _  # the page's words, in its language (`autograde.messages`)
+        return environment
+
+    def default_filters(self):
+        yield from super().default_filters()
+        yield from {"course_markdown": course_markdown, "check_message": check_message, "anchor": anchor,
+                    "shown_comment": shown_comment, "number": number, "graded_cells": graded_cells}.items()
+
+    def from_notebook_node(self, nb: nbformat.NotebookNode, resources: dict | None = None, **kw):
+        from nbgrader.preprocessors import ClearHiddenTests
+
+        nb = copy.deepcopy(nb)
+        nb.cells = _without_try_it(nb.cells)
+        # a student's own cell that happens to hold the markers is not an error: its text goes
+        nb, resources = ClearHiddenTests(enforce_metadata=False).preprocess(nb, resources if resources is not None else {})
+        # The page speaks the language the notebook was graded in (its metadata, `autograde.autograded`), else the
+        # one in use: its words, the checks' fixes it folds, and the notebook's prose (the notebook's catalogue).
+        with speaking(notebook_language(nb) if METADATA in nb.metadata else language()) as page_language:
+            resources["language"] = page_language.replace("_", "-")
+            prose = prose_translations(str((resources.get("nbgrader") or {}).get("assignment") or ""))
+            for cell in nb.cells:
+                if cell.cell_type == "markdown" and prose:
+                    cell.source = translate_markdown(cell.source, prose)
+            return super().from_notebook_node(nb, resources, **kw)
+
+
 def feedback_path(out: Path, student_id: str, assignment: str) -> Path:
     """Where nbgrader puts the feedback page of one notebook, under the course root ``out``."""
     return out / "feedback" / student_id / assignment / f"{assignment}.html"
 
 
-def _text(value: object) -> str:
-    return "".join(value) if isinstance(value, list) else str(value)
+def feedback_html(notebook: nbformat.NotebookNode, resources: dict | None = None) -> str:
+    """The page of ``notebook`` as it is: its cells' nbgrader metadata already holds ``score`` and ``points``
+    (and ``comment``), ``resources["nbgrader"]`` the notebook's ``score``, ``max_score``, ``late_penalty``,
+    ``student`` and ``assignment``, as nbgrader's ``GetGrades`` leaves them."""
+    return FeedbackExporter().from_notebook_node(notebook, resources)[0]
 
 
-def _message(lines: list[str]) -> str:
-    """A check's message (an error output's lines), its fix folded behind a toggle."""
-    shown = [line for line in lines if not line.startswith(FIX_PREFIX)]
-    fixes = [line.removeprefix(FIX_PREFIX) for line in lines if line.startswith(FIX_PREFIX)]
-    return (f"<pre class='out err'>{html.escape(chr(10).join(shown))}</pre>"
-            + "".join(f"<details class='fix'><summary>How to fix it</summary><pre>{html.escape(fix)}</pre></details>"
-                      for fix in fixes))
+@functools.lru_cache(maxsize=None)
+def _exporter_with_grades() -> FeedbackExporter:
+    """One exporter for the process (its template is compiled once), reading grades as ``generate_feedback``
+    does (the course config's ``GenerateFeedback.preprocessors``: ``GetGrades``)."""
+    from nbgrader.preprocessors import GetGrades
+
+    exporter = FeedbackExporter()
+    exporter.register_preprocessor(GetGrades(), enabled=True)
+    return exporter
 
 
-def _outputs(cell: nbformat.NotebookNode) -> str:
-    parts = []
-    for output in cell.get("outputs", []):
-        if output.output_type == "stream":
-            parts.append(f"<pre class='out'>{html.escape(_text(output.text))}</pre>")
-        elif output.output_type == "error":
-            parts.append(_message([line for entry in output.traceback for line in _text(entry).splitlines()]))
-    return "".join(parts)
-
-
-def _anchor(grade_id: str) -> str:
-    return "cell-" + re.sub(r"[^A-Za-z0-9_-]", "-", grade_id)
-
-
-def feedback_html(title: str, notebook: nbformat.NotebookNode, scores: dict[str, float], penalty: float = 0.0) -> str:
-    """The page for ``notebook`` (hidden tests already removed), ``scores`` by test cell's grade_id."""
-    points = {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"].get("points", 0))
-              for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"}
-    total, maximum = sum(scores.get(g, 0.0) for g in points), sum(points.values())
-    late = f" — Late submission penalty: {penalty:g} points taken off" if penalty else ""
-    rows = "".join(
-        f"<tr><td><a href='#{_anchor(g)}'>{html.escape(g)}</a></td><td class='{'ok' if scores.get(g) else 'bad'}'>"
-        f"{'✓' if scores.get(g) else '✗'} {scores.get(g, 0.0):g} / {p:g}</td></tr>" for g, p in points.items())
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-             f"<style>{_STYLE}</style></head><body>", f"<h1>{html.escape(title)}</h1>",
-             f"<p class='points'>Score: {max(total - penalty, 0.0):g} / {maximum:g}{late}</p>",
-             f"<table><thead><tr><th>check</th><th>points</th></tr></thead><tbody>{rows}</tbody></table>"]
-    cells = notebook.cells
-    for index, cell in enumerate(cells):
-        introduces_widget = index + 1 < len(cells) and is_widget(cells[index + 1])
-        if is_widget(cell) or (cell.cell_type == "markdown" and introduces_widget):
-            continue  # "try it" cells are not run when grading
-        if cell.cell_type == "markdown":
-            parts.append(f"<div class='cell'>{_markdown(_text(cell.source))}</div>")
-            continue
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in points:
-            earned = scores.get(grade_id, 0.0)
-            parts.append(f"<div class='cell' id='{_anchor(grade_id)}'><p class='points {'ok' if earned else 'bad'}'>"
-                         f"{earned:g} / {points[grade_id]:g} points</p>")
-        else:
-            parts.append("<div class='cell'>")
-        parts.append(f"<pre>{html.escape(_text(cell.source))}</pre>{_outputs(cell)}</div>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
-
-
-def write_feedback(out: Path, student_id: str, assignment: str, scores: dict[str, float], penalty: float = 0.0) -> Path:
-    """The page of ``out/autograded/<student>/<assignment>/<assignment>.ipynb``, and the files
-    ``release_feedback`` reads, at `feedback_path`."""
-    from nbgrader.preprocessors import ClearHiddenTests
-
+def write_feedback(out: Path, student_id: str, assignment: str, db_url: str) -> Path:
+    """The page of ``out/autograded/<student>/<assignment>/<assignment>.ipynb``, with the grades that the gradebook
+    ``db_url`` holds, and the files ``release_feedback`` reads, at `feedback_path`: what
+    ``nbgrader generate_feedback`` writes for it."""
     autograded = out / "autograded" / student_id / assignment
-    notebook = nbformat.read(autograded / f"{assignment}.ipynb", as_version=4)
-    notebook, _ = ClearHiddenTests(enforce_metadata=False).preprocess(notebook, {})
+    resources = {"unique_key": assignment, "output_files_dir": f"{assignment}_files",
+                 "nbgrader": {"student": student_id, "assignment": assignment, "notebook": assignment, "db_url": db_url}}
+    page_html, _ = _exporter_with_grades().from_filename(str(autograded / f"{assignment}.ipynb"), resources=resources)
     page = feedback_path(out, student_id, assignment)
     page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text(feedback_html(f"{assignment} — {student_id}", notebook, scores, penalty), encoding="utf-8")
+    page.write_text(page_html, encoding="utf-8")
     for name in ("timestamp.txt", "submission_secret.txt"):
         if (autograded / name).exists():
             shutil.copyfile(autograded / name, page.parent / name)

@@ -1,15 +1,15 @@
 """The course's nbgrader configuration: course root = the folder above this one, source = solutions/.
 
-nbgrader's own commands read it when run from this folder (``cd autograde && nbgrader export``),
-and so does ``python -m autograde``; a deployment's settings (course id, exchange) come from
-Jupyter's config path (deploy/jupyterhub/). The gradebook is nbgrader's default,
+nbgrader's own commands and formgrader read it through the course root's ``nbgrader_config.py``, which
+loads this file (``jupyter lab`` or ``nbgrader export`` started at the course root), or from this folder
+(``cd autograde && nbgrader export``); so does ``python -m autograde``. A deployment's settings (course id,
+exchange) come from Jupyter's config path (deploy/jupyterhub/). The gradebook is nbgrader's default,
 ``gradebook.db`` at the course root, unless ``--db URL`` (or ``CourseDirectory.db_url`` here)
 names another, e.g. ``postgresql://grader@dbhost/course``.
 """
 import os
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbgrader.preprocessors import GetGrades
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -29,10 +29,17 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.md"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.Execute.timeout = 60
 
-# Feedback shows each test cell's outcome but never a hidden test: nbgrader's generate_feedback keeps
-# them by default. A student's own cell that happens to contain the markers is not an error.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
-c.ClearHiddenTests.enforce_metadata = False
+# One feedback page: generate_feedback (after grading by hand in formgrader) writes the page that
+# `python -m autograde grade` writes, with the course's exporter and template (autograde/feedback.py,
+# autograde/templates/feedback/): scores and comments from the gradebook (GetGrades), math drawn locally,
+# never a hidden test (nbgrader's own page shows them) nor the unrun "try it" cells.
+c.GenerateFeedback.exporter_class = "autograde.feedback.FeedbackExporter"
+c.GenerateFeedback.preprocessors = [GetGrades]
+
+# nbgrader's autograde (the command, and formgrader's Autograde button) would run the students' code in an
+# ordinary kernel, outside the sandbox: it refuses, saying to use `python -m autograde grade`, which runs
+# nbgrader's autograde step itself without the kernel (autograde/autograded.py).
+c.Autograde.exporter_class = "autograde.autograded.SandboxOnly"
 
 # Late submissions: a submission's time is its timestamp.txt (nbgrader collect writes it), the due
 # date is the assignment's in the gradebook (nbgrader db assignment add ID --duedate=...). With

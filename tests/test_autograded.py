@@ -41,7 +41,7 @@ def test_a_slot_stages_one_submission_at_a_time(tmp_path):
     class Spy:  # the Recorder's place: what nbgrader would see when it autogrades
         out = tmp_path / "out"
 
-        def record(self, student, assignment):
+        def record(self, student, assignment, flags=(), submission=None):
             staged.append(sorted(p.relative_to(staging).as_posix() for p in staging.glob("*/*")))
 
     cells = [GradedCell("test", "check()", "t", 1.0)]

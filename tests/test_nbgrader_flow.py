@@ -1,7 +1,9 @@
 """nbgrader's own flow around the grader: the instructor sets a due date and a late policy with
 nbgrader, grades the folder ``nbgrader collect`` leaves with ``python -m autograde grade``, and
 formgrader's API, ``nbgrader export``, ``generate_feedback`` and ``release_feedback`` all see the
-grades, the submission times and the late penalties. One grading run serves every test."""
+grades, the submission times, the late penalties and the grader's flags; ``generate_feedback`` writes the
+course's own page, and ``nbgrader autograde`` refuses to run the students' code outside the sandbox. Every
+nbgrader command runs at the course root. One grading run serves every test."""
 import csv
 import subprocess
 import sys
@@ -13,9 +15,10 @@ from nbgrader.api import Gradebook
 from nbgrader.apps import NbGraderAPI
 from nbgrader.utils import notebook_hash
 
+from autograde.autograded import SANDBOX_ONLY, flag_submissions
 from autograde.classroom import make_course, solved_notebook, write_submission
 from autograde.course import CONFIG_NAME, nbgrader_config
-from autograde.feedback import feedback_path
+from autograde.feedback import GRADER_NOTE, feedback_path
 from autograde.release import release
 
 pytestmark = pytest.mark.slow
@@ -31,11 +34,16 @@ STUDENTS = {  # student -> (answers, when nbgrader's submit stamped it)
 NBGRADER = str(Path(sys.executable).parent / "nbgrader")
 
 
-def _nbgrader(root, *args):
-    """An nbgrader command as the instructor runs it: from the course's autograde/ folder."""
-    result = subprocess.run([NBGRADER, *args], cwd=root / "autograde", capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
+def _nbgrader(root, *args, ok=True):
+    """An nbgrader command as the instructor runs it: at the course root (its nbgrader_config.py loads the
+    course's autograde/nbgrader_config.py)."""
+    result = subprocess.run([NBGRADER, *args], cwd=root, capture_output=True, text=True, timeout=300)
+    assert (result.returncode == 0) is ok, result.stdout + result.stderr
     return result
+
+
+def _files(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +57,11 @@ def course(tmp_path_factory):
         folder = write_submission(root / "submitted", student, A, solved_notebook(A, answers, root)).parent
         (folder / "timestamp.txt").write_text(stamped)
         (folder / "submission_secret.txt").write_text(f"secret-of-{student}")
+    collected = _files(root / "submitted")
     result = subprocess.run([sys.executable, "-m", "autograde", "grade", "submitted", "--root", str(root)], cwd=root,
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert _files(root / "submitted") == collected  # graded from submitted/: nothing there changes
     return root
 
 
@@ -102,6 +112,51 @@ def test_feedback_pages_have_the_hint_the_late_penalty_and_no_hidden_test(course
         assert "BEGIN HIDDEN TESTS" not in page and "hidden=True" not in page
 
 
+def test_formgrader_flags_the_late_submission_saying_why_and_what_the_penalty_took(course):
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        notes = {s: [(c.cell.name, c.auto_comment) for c in gb.find_submission_notebook(A, A, s).comments
+                     if c.auto_comment and GRADER_NOTE in c.auto_comment] for s in STUDENTS}
+        flagged = {s: gb.find_submission_notebook(A, A, s).flagged for s in STUDENTS}
+    # every time here is the student's own timestamp.txt (time-unverified): said, but no reason to flag a row
+    assert flagged == {"ontime": False, "late": True, "unstable": False}
+    assert all(len(n) == 1 and n[0][0] == "softmax" for n in notes.values())  # the first solution cell's comment
+    late = notes["late"][0][1]
+    assert "- late: handed in 16 h after the due date. The late policy took 10 points off: 0 / 10 after it." in late
+    assert "- time-unverified: the time is the student's own timestamp.txt" in late
+    for student in STUDENTS:  # the student never reads it
+        assert GRADER_NOTE not in feedback_path(course, student, A).read_text()
+
+
+def test_nbgrader_autograde_refuses_to_run_student_code_and_leaves_the_grades(course):
+    autograded, pages = _files(course / "autograded"), _files(course / "feedback")
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        before = {s: gb.find_submission(A, s).score for s in STUDENTS}
+    for args in ([A], [A, "--force"], [A, "--student=unstable", "--force"]):
+        result = _nbgrader(course, "autograde", *args, ok=False)
+        assert SANDBOX_ONLY.splitlines()[-3] in result.stderr  # "Grade with `python -m autograde grade submitted` …"
+    assert _files(course / "autograded") == autograded and _files(course / "feedback") == pages
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        assert {s: gb.find_submission(A, s).score for s in STUDENTS} == before
+
+
+def test_the_class_comparisons_flags_reach_formgrader_too(course):
+    # grade.py flags near copies after every notebook is graded; it hands them over as a grading slot does
+    with (course / "grades.csv").open() as f:
+        rows = [(r["student_id"], r["assignment"], r["flags"].split(";")) for r in csv.DictReader(f)]
+    assert any(f.startswith("similar-to:") for _, _, flags in rows for f in flags)
+    flag_submissions(f"sqlite:///{course}/gradebook.db", rows, course)
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        assert all(gb.find_submission_notebook(A, A, s).flagged for s in STUDENTS)
+        note = gb.find_comment("softmax", A, A, "ontime").auto_comment
+    assert note.count(GRADER_NOTE) == 1 and "- similar-to:" in note and "read both" in note
+
+
+def test_generate_feedback_writes_the_very_page_grade_wrote(course):
+    pages = {s: feedback_path(course, s, A).read_text() for s in STUDENTS}
+    _nbgrader(course, "generate_feedback", A, "--force")
+    assert {s: feedback_path(course, s, A).read_text() for s in STUDENTS} == pages
+
+
 def test_release_feedback_files_each_page_under_its_submission_secret(course, tmp_path):
     exchange = tmp_path / "exchange"
     exchange.mkdir()
@@ -119,7 +174,17 @@ def test_generate_feedback_by_hand_after_manual_grading_shows_it_and_still_no_hi
         grade.manual_score = 1.5
         gb.find_comment("softmax", A, A, "unstable").manual_comment = "Subtract the row maximum first."
         gb.db.commit()
+    graded = feedback_path(course, "unstable", A).read_text()
     _nbgrader(course, "generate_feedback", A, "--force")
     page = feedback_path(course, "unstable", A).read_text()
-    assert "Subtract the row maximum first." in page and "1.5 / 2.0" in page
-    assert "BEGIN HIDDEN TESTS" not in page and "hidden=True" not in page
+    # the course's page (one template), about as large as grade's, standing alone: nothing fetched, math as MathML
+    assert 'content="transformer-piece-by-piece feedback"' in page and "<math" in page
+    assert 0.8 < len(page) / len(graded) < 1.25
+    assert not any(fetch in page.lower() for fetch in ("<script", "<link", "src=", "url(", "@import", "mathjax", "cdn"))
+    # with what the instructor did in formgrader: the comment, the new score (2 + 1.5) and its check
+    assert "<div class=\"comment\"><strong>Comment</strong><p>Subtract the row maximum first.</p>" in page
+    assert "<p class=\"points\">Score: 3.5 / 10</p>" in page and "◐ 1.5 / 2</td>" in page
+    assert "<p class=\"points part\">1.5 / 2 points</p>" in page
+    assert "details class='fix'><summary>How to fix it</summary>" in page  # still folded
+    assert "BEGIN HIDDEN TESTS" not in page and "hidden=True" not in page and GRADER_NOTE not in page
+    assert "Try it." not in page and "attention_explorer" not in page  # the widget cells, never run when grading
