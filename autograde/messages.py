@@ -164,6 +164,8 @@ def mark_notebook(notebook: Any, name: str) -> Any:
 
 MODULES = ("checking", "comparison", "display", "feedback", "session", "validation", "messages")
 """The modules of `autograde` whose ``_("...")`` and ``N_("...")`` are messages."""
+TEMPLATES = ("templates/feedback/index.html.j2",)
+"""The Jinja templates of `autograde` whose ``_("...")`` are messages (the feedback page's words)."""
 
 
 def catalogue_messages() -> list[tuple[str, str]]:
@@ -188,6 +190,7 @@ def template() -> Any:
     """The ``feedback`` message template (a babel ``Catalog``): the modules' marked messages, then the catalogues'."""
     from babel.messages.catalog import Catalog
     from babel.messages.extract import extract_from_file
+    from jinja2.ext import babel_extract
 
     catalogue = Catalog(project=DOMAIN, charset="utf-8")
     package = Path(__file__).resolve().parent
@@ -196,6 +199,12 @@ def template() -> Any:
         for line, message, _comments, _context in extract_from_file("python", path, keywords={"_": None, "N_": None}):
             if isinstance(message, str) and message:
                 catalogue.add(message, locations=[(f"autograde/{module}.py", line)])
+    for name in TEMPLATES:
+        path = package / name
+        found = extract_from_file(babel_extract, path, keywords={"_": None}) if path.is_file() else []
+        for line, message, _comments, _context in found:
+            if isinstance(message, str) and message:
+                catalogue.add(message, locations=[(f"autograde/{name}", line)])
     for message, where in catalogue_messages():
         if message not in catalogue:
             catalogue.add(message, auto_comments=[where])

@@ -27,7 +27,7 @@ from babel.messages.pofile import read_po
 from markdown_it import MarkdownIt
 
 __all__ = ["CATALOGUES", "catalogue_path", "languages", "messages", "template", "read_translations",
-           "translate_notebook"]
+           "translate_notebook", "translate_markdown"]
 
 CATALOGUES = "notebooks"  # the catalogues' folder in LC_MESSAGES, beside the book's
 _MARKDOWN = MarkdownIt("commonmark").enable("table")  # what JupyterLab renders, tables included
@@ -137,6 +137,15 @@ def _translate_source(source: str, translations: dict[str, str]) -> tuple[str, l
                          "each must read as one paragraph, title or table cell (a leading '1. ' is a list: "
                          "write '1\\. ')")
     return result, [t for b in blocks for t in b.texts if _has_words(t) and t not in translations]
+
+
+def translate_markdown(source: str, translations: dict[str, str]) -> str:
+    """A markdown cell's source with the messages that have a translation translated; the cell as it is where a
+    translation would not read as the block it replaces (the feedback page, `autograde.feedback`)."""
+    try:
+        return _translate_source(source, translations)[0] if translations else source
+    except ValueError:
+        return source
 
 
 def translate_notebook(nb: nbformat.NotebookNode, translations: dict[str, str]) -> nbformat.NotebookNode:

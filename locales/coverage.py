@@ -1,5 +1,5 @@
-"""How much of each page, exercise notebook and figure is translated, read from the catalogues in
-locales/<language>/LC_MESSAGES/ (book/<page>.po, site.po, figures.po, notebooks/<id>.po).
+"""How much of each page, exercise notebook and figure, and of what the checks say, is translated, read from the
+catalogues in locales/<language>/LC_MESSAGES/ (book/<page>.po, site.po, figures.po, notebooks/<id>.po, feedback.po).
 
     python locales/coverage.py      # make i18n-coverage: per edition and catalogue, translated / total, fuzzy,
                                     # untranslated
@@ -8,9 +8,10 @@ A message is translated when it has a translation that is not marked fuzzy (sphi
 the entry of an English paragraph that changed, keeping its old translation for the translator to
 revisit). The catalogues say what the English was when they were last updated: after an English
 change, `make i18n-update` first. The pages of ``translated_pages`` (_config.yml), every exercise
-notebook, the site's catalogue and the figures' are released: they must stay at 100 %
-(tests/test_translation_coverage.py checks them against messages extracted afresh); a notebook's
-translation is released with the notebook (`python -m autograde release`) only while it is complete.
+notebook, the site's catalogue, the figures' and the checks' (feedback.po) are released: they must stay at 100 %
+(tests/test_translation_coverage.py and tests/test_feedback_translation.py check them against messages extracted
+afresh); a notebook's translation is released with the notebook (`python -m autograde release`) only while it is
+complete.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCALES = ROOT / "locales"
 SITE = "site"  # the site catalogue (_ext/translation.py): titles, the extensions' words
 FIGURES = "figures"  # the words of the figures that code draws (_ext/figure_texts.py)
+FEEDBACK = "feedback"  # what the checks say: their messages, hints and fixes (autograde/messages.py)
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,12 @@ def coverage_after_update(pot_dir: Path, locale_dir: Path, language: str, work_d
 
 
 def released() -> dict[str, list[str]]:
-    """The catalogues each language has released: the site's, the figures', the pages' of ``translated_pages``
-    (_config.yml) and every exercise notebook's."""
+    """The catalogues each language has released: the site's, the figures', the checks', the pages' of
+    ``translated_pages`` (_config.yml) and every exercise notebook's."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["sphinx"]["config"]
     notebooks = [f"{CATALOGUES}/{assignment}" for assignment in assignment_ids()]
-    return {language: [SITE, FIGURES, *pages, *notebooks] for language, pages in config["translated_pages"].items()}
+    return {language: [SITE, FIGURES, FEEDBACK, *pages, *notebooks]
+            for language, pages in config["translated_pages"].items()}
 
 
 def report(found: list[Coverage], released_pages: list[str]) -> str:
