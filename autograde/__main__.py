@@ -62,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     bch = commands.add_parser("bench", help="grading throughput on a generated class")
     bch.add_argument("--students", type=_positive(int), default=8)
 
+    rpt = commands.add_parser("report", help="the class report: one HTML page of the scores, the mistakes and the "
+                              "rows to review, from OUT/grades.csv and OUT/checks.csv")
+    rpt.add_argument("results", nargs="?", type=Path, metavar="OUT",
+                     help="where `grade` wrote grades.csv and checks.csv (default: the course root)")
+    rpt.add_argument("--out", type=Path, dest="page", help="the page to write (default: OUT/report.html)")
+    rpt.add_argument("--lang", default="en", help="the page's language: en (default) or zh_CN")
+
     aud = commands.add_parser("audit", help="static audit flags of notebooks' code cells")
     aud.add_argument("notebooks", nargs="+", type=Path)
 
@@ -91,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             from .bench import bench
 
             bench(args.students)
+        elif args.command == "report":
+            from .report import write_report
+
+            print(f"class report → {write_report(args.results or default_root(), args.page, args.lang)}")
         else:
             from .audit import audit
             from .notebook import load_notebook

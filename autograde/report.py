@@ -1,0 +1,948 @@
+"""``python -m autograde report [OUT] [--out PAGE] [--lang en|zh_CN]``: what the class got wrong, on one page.
+
+Reads what ``python -m autograde grade`` wrote in OUT (`autograde.grade`):
+
+    OUT/grades.csv     one row per notebook: its score, its maximum and its flags
+    OUT/checks.csv     one row per check made: its exercise, visible or hidden, passed, the catalogued mistake its
+                       failure named (empty: none), the forbidden operators that ran
+    OUT/autograded/    the notebooks as they ran (a failure's message tells a function left as the stub from a
+                       wrong one; which cells two students wrote alike), and the submission times
+    OUT/feedback/      the students' pages, which the report links to
+
+and the mistake catalogues (`autograde.exercises`: each mistake's hint and fix, as the catalogue has them now), and
+writes one self-contained HTML page (OUT/report.html by default): its plots are inline SVG (matplotlib), its style
+inline CSS, with no script and nothing fetched, so it can be mailed or opened from disk. Its sections:
+
+* the scores of each assignment (a strip plot and a table) and of each exercise (the pass rates of its visible and
+  hidden checks: a bar chart and a table);
+* the most frequent named mistakes: how many students made each, in which exercise, and the hint they saw;
+* the exercises whose failures mostly had no name: where the catalogue should grow (a student whose function was
+  still the released stub did not try, and is counted apart);
+* the flagged rows to review, with what to do for each flag, and links to the feedback page and the notebook;
+* the rows that were late or whose time is not the instructor's (``late``, ``time-unverified``, ``no-timestamp``,
+  ``bad-timestamp``);
+* the checks whose code ran a PyTorch function the exercise forbids (delegations).
+
+The page's words come from the gettext catalogue ``locales/<language>/LC_MESSAGES/report.po`` (zh_CN: the Chinese
+page). The mistakes' names, hints and fixes are the catalogue's (autograde/exercises/), in the words the checks say
+them in that language (`autograde.messages`: ``locales/<language>/LC_MESSAGES/feedback.po``); one it has no
+translation of is shown in English, and the page says so.
+"""
+from __future__ import annotations
+
+import csv
+import gettext
+import html
+import io
+import math
+import os
+import re
+import statistics
+import urllib.parse
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import cache
+from pathlib import Path
+
+from .course import ROOT
+
+__all__ = ["ReportError", "Results", "Row", "Check", "read_results", "class_report", "write_report", "languages",
+           "CATALOGUE", "TIME_FLAGS", "PAGE_NAME"]
+
+PAGE_NAME = "report.html"
+CATALOGUE = "report"  # locales/<language>/LC_MESSAGES/report.po: the page's words
+TIME_FLAGS = ("late", "time-unverified", "no-timestamp", "bad-timestamp", "lms-late")
+GRADES_COLUMNS = ("student_id", "assignment", "notebook", "score", "max_score", "flags")
+CHECKS_COLUMNS = ("student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated")
+# the English of the message of a check whose function is still the released stub (`autograde.checking.Failure`)
+STUB_MESSAGE = "not written yet — it raises NotImplementedError"
+LISTED = 12  # students named in a cell of a table before "and N more"
+OPEN_TIME_ROWS = 30  # more rows of unverified times than this are folded
+# grade.py writes a cell a spreadsheet would run behind a quote: at the start, or after ; , or a line break
+_FORMULA_QUOTE = re.compile(r"(?:^|(?<=[;,\r\n]))'(?=[=+\-@\t\r])")
+
+
+class ReportError(ValueError):
+    """The results cannot be read (no grades.csv, a column missing, a value that is not a number…)."""
+
+
+# --------------------------------------------------------------------------------------------- reading the results
+
+@dataclass(frozen=True)
+class Row:
+    """A row of grades.csv: one notebook."""
+
+    student: str
+    assignment: str
+    notebook: str
+    score: float
+    max_score: float
+    flags: tuple[str, ...]
+
+    @property
+    def percent(self) -> float | None:
+        return 100 * self.score / self.max_score if self.max_score > 0 else None
+
+
+@dataclass(frozen=True)
+class Check:
+    """A row of checks.csv: one check of one notebook."""
+
+    student: str
+    assignment: str
+    cell: str
+    exercise: str  # "ch01_attention.softmax"
+    hidden: bool
+    passed: bool
+    mistake: str  # the catalogued mistake the failure named; "" if none
+    delegated: tuple[str, ...]
+
+
+@dataclass
+class Results:
+    out: Path
+    rows: list[Row]
+    checks: list[Check]
+    written: datetime  # when grades.csv was written
+
+
+def _unquoted(value: str) -> str:
+    """A value of grade.py's CSVs as it was before it was written as text a spreadsheet does not run."""
+    return _FORMULA_QUOTE.sub("", value)
+
+
+def _read_csv(path: Path, columns: tuple[str, ...], what: str) -> list[tuple[int, dict[str, str]]]:
+    """Each row of ``path`` (its line number, its values unquoted); ``what`` says which file it should be."""
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as f:  # -sig: a file saved again by a spreadsheet
+            reader = csv.DictReader(f)
+            missing = [c for c in columns if c not in (reader.fieldnames or ())]
+            if missing:
+                raise ReportError(f"{path} lacks the column(s) {', '.join(missing)}: is it the {what} that "
+                                  "`python -m autograde grade` writes?")
+            return [(reader.line_num, {k: _unquoted(v or "") for k, v in row.items() if k in columns})
+                    for row in reader]
+    except UnicodeDecodeError:
+        raise ReportError(f"{path} is not UTF-8 text: is it the {what} that `python -m autograde grade` writes?") \
+            from None
+    except csv.Error as error:
+        raise ReportError(f"{path}: {error}") from None
+    except IsADirectoryError:
+        raise ReportError(f"{path} is a folder, not the {what}") from None
+    except OSError as error:
+        raise ReportError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def _number(path: Path, line: int, column: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ReportError(f"{path} line {line}: {column} {text!r} is not a number of points")
+    return value
+
+
+def _flag(path: Path, line: int, column: str, text: str) -> bool:
+    if text not in ("0", "1"):
+        raise ReportError(f"{path} line {line}: {column} is {text!r}, not 0 or 1")
+    return text == "1"
+
+
+def read_results(out: Path) -> Results:
+    """grades.csv and checks.csv of a grading run's OUT, checked: `ReportError` says what is wrong."""
+    grades, checks = out / "grades.csv", out / "checks.csv"
+    if not grades.is_file():
+        raise ReportError(f"no grades.csv in {out}: run `python -m autograde grade SUBMISSIONS --out {out}` first")
+    rows, seen = [], set()
+    for line, r in _read_csv(grades, GRADES_COLUMNS, "grades.csv"):
+        key = (r["student_id"], r["assignment"])
+        if not all(key):
+            raise ReportError(f"{grades} line {line}: a row without a student_id or an assignment")
+        if key in seen:
+            raise ReportError(f"{grades} line {line}: {_shown(key[0])}/{key[1]} has a second row")
+        seen.add(key)
+        rows.append(Row(*key, r["notebook"] or r["assignment"], _number(grades, line, "score", r["score"]),
+                        _number(grades, line, "max_score", r["max_score"]),
+                        tuple(f for f in r["flags"].split(";") if f)))
+    if not rows:
+        raise ReportError(f"{grades} has no rows: nothing was graded")
+    if not checks.is_file():
+        raise ReportError(f"no checks.csv in {out} beside grades.csv: grade again with this version of "
+                          "`python -m autograde grade`, which writes it")
+    found = []
+    for line, c in _read_csv(checks, CHECKS_COLUMNS, "checks.csv"):
+        key = (c["student_id"], c["assignment"])
+        if key not in seen:
+            raise ReportError(f"{checks} line {line}: {_shown(key[0])}/{key[1]} has no row in grades.csv: the two "
+                              "files are not from the same grading run (grade again)")
+        found.append(Check(*key, c["cell"], c["exercise"], _flag(checks, line, "hidden", c["hidden"]),
+                           _flag(checks, line, "passed", c["passed"]), c["mistake"],
+                           tuple(d for d in c["delegated"].split(";") if d)))
+    written = datetime.fromtimestamp(grades.stat().st_mtime, timezone.utc)
+    return Results(out, rows, found, written)
+
+
+# ------------------------------------------------------------------------------- the catalogues and the notebooks
+
+@dataclass(frozen=True)
+class _Entry:
+    hint: str
+    fix: str
+
+
+@cache
+def _catalogue(exercise_key: str) -> tuple[dict[str, _Entry], tuple[str, ...]] | None:
+    """The mistakes of an exercise (name → hint, fix) and the keys of the exercises it uses; None if the catalogue
+    has no such exercise now."""
+    from .checking import get_exercise
+
+    chapter = exercise_key.rpartition(".")[0]
+    try:
+        exercise = get_exercise(exercise_key)
+    except (ValueError, ImportError):
+        return None
+    return ({m.name: _Entry(m.hint, m.fix) for m in exercise.mistakes},
+            tuple(f"{chapter}.{used.key}" for used in exercise.uses))
+
+
+class _Notebooks:
+    """The notebooks under OUT/autograded/, read once each and only where needed."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self._read: dict[tuple[str, str], object] = {}
+
+    def path(self, student: str, assignment: str) -> Path:
+        return self.out / "autograded" / student / assignment / f"{assignment}.ipynb"
+
+    def _notebook(self, student: str, assignment: str):
+        key = (student, assignment)
+        if key not in self._read:
+            import nbformat
+
+            try:
+                self._read[key] = nbformat.read(self.path(student, assignment), 4)
+            except Exception:  # absent (an unexportable id, a missing notebook) or unreadable: nothing to tell
+                self._read[key] = None
+        return self._read[key]
+
+    def _cells(self, student: str, assignment: str):
+        nb = self._notebook(student, assignment)
+        for cell in nb.cells if nb else ():
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if isinstance(meta, dict) and meta.get("grade_id") and cell.get("cell_type") == "code":
+                yield meta, cell
+
+    def is_stub(self, student: str, assignment: str, grade_id: str) -> bool:
+        """Whether the test cell's failure says the function is still the released stub, in any language."""
+        for meta, cell in self._cells(student, assignment):
+            if meta["grade_id"] == grade_id:
+                return any(said in str(o.get("evalue", "")) for o in cell.get("outputs", ())
+                           if o.get("output_type") == "error" for said in _stub_messages())
+        return False
+
+    def solutions(self, student: str, assignment: str) -> dict[str, str]:
+        return {meta["grade_id"]: str(cell.get("source", "")) for meta, cell in self._cells(student, assignment)
+                if meta.get("solution")}
+
+    def alike(self, assignment: str, one: str, other: str) -> list[str]:
+        """The solution cells two students wrote alike, as `autograde.similarity` measures it (the released stub,
+        which the grader subtracts, is not at hand here: a cell left as the stub is skipped)."""
+        from .similarity import MIN_FINGERPRINTS, OVERLAP, fingerprints
+
+        mine, theirs = self.solutions(one, assignment), self.solutions(other, assignment)
+        found = []
+        for grade_id, code in mine.items():
+            if grade_id not in theirs or "NotImplementedError" in code + theirs[grade_id]:
+                continue
+            a, b = fingerprints(code), fingerprints(theirs[grade_id])
+            if min(len(a), len(b)) >= MIN_FINGERPRINTS and len(a & b) >= OVERLAP * len(a | b):
+                found.append(grade_id)
+        return found
+
+    def time(self, student: str, assignment: str) -> str:
+        """The submission time the gradebook got (the instructor's record's, or the student's own claim)."""
+        try:
+            return (self.path(student, assignment).parent / "timestamp.txt").read_text(encoding="utf-8").strip()[:40]
+        except (OSError, UnicodeDecodeError):
+            return ""
+
+
+@cache
+def _stub_messages() -> tuple[str, ...]:
+    """What a stub's failure says after the function's name, in English and in each language the checks speak."""
+    from .messages import languages, translations
+
+    said = [STUB_MESSAGE]
+    for language in languages():
+        for english, translated in translations(language).items():
+            if STUB_MESSAGE in english and "{exercise}" in translated:
+                said.append(translated.split("{exercise}", 1)[1].strip()[:60])
+    return tuple(said)
+
+
+# ---------------------------------------------------------------------------------------------------- the analysis
+
+@dataclass
+class _Exercise:
+    key: str
+    assignment: str
+    visible: list[int] = field(default_factory=lambda: [0, 0])  # passed, made
+    hidden: list[int] = field(default_factory=lambda: [0, 0])
+    failing: dict[str, list[Check]] = field(default_factory=dict)  # student → their failed checks of it
+    named: dict[str, set[str]] = field(default_factory=dict)  # mistake → students
+    unnamed: set[str] = field(default_factory=set)  # students whose failures had no name (and who wrote something)
+    stubs: set[str] = field(default_factory=set)  # students whose function was still the stub
+    upstream: dict[str, set[str]] = field(default_factory=dict)  # exercise it uses → unnamed students who failed it
+
+    @property
+    def short(self) -> str:
+        return self.key.rpartition(".")[2]
+
+    @property
+    def named_students(self) -> set[str]:
+        return set().union(*self.named.values()) if self.named else set()
+
+    @property
+    def mostly_unnamed(self) -> bool:
+        return 2 * len(self.unnamed) > len(self.unnamed) + len(self.named_students)
+
+
+def _exercises(results: Results, notebooks: _Notebooks) -> list[_Exercise]:
+    """Each exercise the checks made, in the order of the notebooks, with what its failures were."""
+    found: dict[str, _Exercise] = {}
+    for c in results.checks:
+        ex = found.setdefault(c.exercise, _Exercise(c.exercise, c.assignment))
+        tally = ex.hidden if c.hidden else ex.visible
+        tally[0] += c.passed
+        tally[1] += 1
+        if not c.passed:
+            ex.failing.setdefault(c.student, []).append(c)
+    failed = {(c.student, c.exercise) for c in results.checks if not c.passed}
+    for ex in found.values():
+        for student, checks in ex.failing.items():
+            names = {c.mistake for c in checks if c.mistake}
+            for name in names:
+                ex.named.setdefault(name, set()).add(student)
+            if names:
+                continue
+            if all(notebooks.is_stub(student, c.assignment, c.cell) for c in checks):
+                ex.stubs.add(student)
+                continue
+            ex.unnamed.add(student)
+            for used in (_catalogue(ex.key) or ({}, ()))[1]:
+                if (student, used) in failed:
+                    ex.upstream.setdefault(used, set()).add(student)
+    return list(found.values())
+
+
+# -------------------------------------------------------------------------------------------------------- the plots
+
+_FG, _GRID, _A, _B = "#010203", "#040506", "#0a0b0c", "#0d0e0f"  # drawn in these, shown in the page's colours
+_COLOURS = {_FG: "currentColor", _GRID: "var(--grid)", _A: "var(--plot-a)", _B: "var(--plot-b)"}
+_WIDTH = 4.4  # inches: 317 units wide, a little less than a phone shows it: its text stays readable there
+
+
+def _figure(height: float):
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ReportError("the class report draws its plots with matplotlib, which is not installed here: "
+                          "pip install matplotlib") from None
+    return Figure(figsize=(_WIDTH, height), layout="constrained")
+
+
+def _rc() -> dict:
+    return {"svg.fonttype": "none", "font.family": ["DejaVu Sans"], "font.size": 10, "text.color": _FG,
+            "axes.edgecolor": _FG, "axes.labelcolor": _FG, "xtick.color": _FG, "ytick.color": _FG,
+            "grid.color": _GRID, "axes.spines.top": False, "axes.spines.right": False}
+
+
+def _svg(figure, name: str, title: str) -> str:
+    """The figure as SVG to put in the page: its text in the page's font and colours, its ids its own."""
+    import matplotlib
+
+    with matplotlib.rc_context({**_rc(), "svg.hashsalt": name}), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # glyphs DejaVu lacks (Chinese): the browser draws the text
+        buffer = io.StringIO()
+        figure.savefig(buffer, format="svg", transparent=True,
+                       metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<metadata>.*?</metadata>|<defs>\s*<style[^>]*>.*?</style>\s*</defs>", "", svg, flags=re.S)
+    svg = re.sub(r"font-family:[^;\"]*;?\s*", "", svg)
+    svg = re.sub(r'(\bid="|url\(#|href="#)([^")]+)', lambda m: f"{m[1]}{name}-{m[2]}", svg)
+    for colour, shown in _COLOURS.items():
+        svg = svg.replace(colour, shown)
+    view_box = re.search(r'viewBox="([^"]+)"', svg)[1]
+    svg = re.sub(r"<svg[^>]*>", f'<svg class="plot" viewBox="{view_box}" role="img" aria-labelledby="{name}-title">'
+                 f'<title id="{name}-title">{html.escape(title)}</title>', svg, count=1)
+    return svg
+
+
+def _scores_plot(rows: list[Row], assignments: list[str], _) -> str:
+    import matplotlib
+
+    with matplotlib.rc_context(_rc()):
+        figure = _figure(0.8 + 0.5 * len(assignments))
+        axes = figure.subplots()
+        for y, assignment in enumerate(reversed(assignments)):
+            scores = [r.percent for r in rows if r.assignment == assignment and r.percent is not None]
+            # equal scores (to 2 %) stacked across the row, centred: a histogram made of the notebooks themselves
+            stacks: dict[int, int] = defaultdict(int)
+            for score in scores:
+                stacks[round(score / 2)] += 1
+            xs, ys = [], []
+            for at, count in stacks.items():
+                step = min(0.13, 0.76 / count)
+                xs += [2 * at] * count
+                ys += [y + (i - (count - 1) / 2) * step for i in range(count)]
+            axes.scatter(xs, ys, s=20, color=_A, alpha=0.75, linewidths=0, zorder=3)
+            if scores:
+                axes.plot([statistics.median(scores)] * 2, [y - 0.42, y + 0.42], color=_FG, linewidth=1.5,
+                          alpha=0.8, zorder=4)
+        axes.set_yticks(range(len(assignments)), list(reversed(assignments)))
+        axes.set_xlim(-4, 104)
+        axes.set_ylim(-0.6, len(assignments) - 0.4)
+        axes.set_xlabel(_("score (% of the points)"))
+        axes.grid(axis="x", linewidth=0.6)
+        axes.tick_params(axis="y", length=0)
+        axes.set_axisbelow(True)
+    return _svg(figure, "scores", _("Scores of each assignment"))
+
+
+def _exercise_plot(exercises: list[_Exercise], index: int, _) -> str:
+    import matplotlib
+
+    with matplotlib.rc_context(_rc()):
+        figure = _figure(0.7 + 0.5 * len(exercises))
+        axes = figure.subplots()
+        ys = list(range(len(exercises)))[::-1]
+        for offset, colour, part in ((0.19, _A, "visible"), (-0.19, _B, "hidden")):
+            rates = [100 * getattr(e, part)[0] / getattr(e, part)[1] if getattr(e, part)[1] else 0 for e in exercises]
+            axes.barh([y + offset for y in ys], rates, height=0.36, color=colour, zorder=3)
+            for y, rate, e in zip(ys, rates, exercises):
+                if getattr(e, part)[1]:
+                    axes.text(rate + 1.5, y + offset, f"{rate:.0f}", va="center", fontsize=8)
+        axes.set_yticks(ys, [e.short for e in exercises])
+        axes.set_xlim(0, 112)
+        axes.set_xticks(range(0, 101, 25))
+        axes.set_xlabel(_("checks passed (%)"))
+        axes.grid(axis="x", linewidth=0.6)
+        axes.tick_params(axis="y", length=0)
+        axes.set_axisbelow(True)
+    return _svg(figure, f"exercises-{index}", _("Checks passed in {assignment}").format(
+        assignment=exercises[0].assignment))
+
+
+# --------------------------------------------------------------------------------------------------------- the page
+
+def languages() -> list[str]:
+    """The languages the page can be written in: English, and those with a report catalogue."""
+    return ["en", *sorted(p.parent.parent.name for p in _locales().glob(f"*/LC_MESSAGES/{CATALOGUE}.po"))]
+
+
+def _locales() -> Path:
+    if (ROOT / "locales").is_dir():
+        return ROOT / "locales"
+    from .course import default_root  # installed as a package: the course root's checkout
+
+    return default_root() / "locales"
+
+
+def _translations(language: str, domain: str) -> gettext.NullTranslations | None:
+    path = _locales() / language / "LC_MESSAGES" / f"{domain}.po"
+    if not path.is_file():
+        return None
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
+    with path.open("rb") as f:
+        catalogue = read_po(f, locale=language)
+    compiled = io.BytesIO()
+    write_mo(compiled, catalogue)  # fuzzy entries are left out: a changed message shows in English until revisited
+    compiled.seek(0)
+    return gettext.GNUTranslations(compiled)
+
+
+def _late(row: Row) -> bool:
+    """Late by the gradebook's time, or by the LMS's word (Canvas's LATE, which has no time)."""
+    return "late" in row.flags or "lms-late" in row.flags
+
+
+def _shown(name: str) -> str:
+    """A name as it may reach the page: a character that is not printable (an escape sequence, a right-to-left
+    override) written as its code, as the grader writes it on the terminal (`autograde.collection.shown`)."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in name)
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _key(exercise: str) -> str:
+    """An exercise's key, which may break after its chapter."""
+    chapter, dot, name = exercise.rpartition(".")
+    return f"<code>{_e(chapter)}{dot}<wbr>{_e(name)}</code>"
+
+
+def _anchor(grade_id: str) -> str:
+    """A test cell's anchor in the feedback page (`autograde.feedback`)."""
+    return "cell-" + re.sub(r"[^A-Za-z0-9_-]", "-", grade_id)
+
+
+_STYLE = """
+:root{color-scheme:light dark;--fg:#1f2328;--muted:#59636e;--bg:#fff;--card:#f6f8fa;--line:#d0d7de;--grid:#d8dee4;
+--bad:#b42318;--ok:#1a7f37;--link:#0969da;--plot-a:#1f6feb;--plot-b:#d4761c;--chip:#eaeef2}
+@media (prefers-color-scheme:dark){:root{--fg:#e6edf3;--muted:#9198a1;--bg:#0d1117;--card:#161b22;--line:#30363d;
+--grid:#30363d;--bad:#ff7b72;--ok:#3fb950;--link:#4493f8;--plot-a:#58a6ff;--plot-b:#f0a04b;--chip:#21262d}}
+*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans","Noto Sans CJK SC","PingFang SC","Microsoft YaHei",
+sans-serif;line-height:1.5;max-width:1320px;margin:0 auto;padding:1em 1em 3em;color:var(--fg);background:var(--bg)}
+a{color:var(--link)}h1{margin:.3em 0 .1em;font-size:1.7em}h2{margin-top:2em;padding-top:.3em;
+border-top:1px solid var(--line);font-size:1.35em}h3{margin:1.4em 0 .4em;font-size:1.1em}
+.muted,.note{color:var(--muted)}.note{font-size:.92em;max-width:60em}
+code,.id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.92em;overflow-wrap:anywhere}
+nav ul{display:flex;flex-wrap:wrap;gap:.3em 1.2em;list-style:none;padding:0;margin:.6em 0}
+.cards{display:flex;flex-wrap:wrap;gap:.6em;margin:1em 0}
+.card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.3em .8em;flex:1 1 9em;
+max-width:16em}.card b{display:block;font-size:1.4em}
+.pair{display:flex;flex-wrap:wrap;gap:1em 2em;align-items:flex-start}
+.pair>figure{flex:0 1 26rem;min-width:0}.pair>.scroll{flex:0 1 auto}
+figure{margin:0}svg.plot{display:block;width:100%;height:auto;color:var(--fg)}
+svg.plot *{stroke-linejoin:round;stroke-linecap:butt}
+.legend{display:flex;flex-wrap:wrap;gap:.2em 1.2em;font-size:.9em;margin:.2em 0}
+.swatch{display:inline-block;width:.9em;height:.9em;border-radius:2px;vertical-align:-.1em;margin-right:.3em}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;font-size:.92em;margin:.3em 0}
+th,td{border-bottom:1px solid var(--line);padding:.3em .45em;text-align:left;vertical-align:top}
+th{background:var(--card);font-weight:600}td.num,th.num{text-align:right;white-space:nowrap}
+.flag{display:inline-block;background:var(--chip);border:1px solid var(--line);border-radius:1em;padding:0 .55em;
+margin:.1em .2em .1em 0;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.85em;
+white-space:nowrap}
+.hint{margin:.2em 0 0;max-width:44em}.ok{color:var(--ok)}.bad{color:var(--bad)}
+details{margin:.3em 0}summary{cursor:pointer}
+td.mistake{min-width:16em}td.advice{min-width:14em}td code,td .id{overflow-wrap:normal}th{white-space:nowrap}
+@media (max-width:575px){table.stack,table.stack tbody,table.stack tr,table.stack td{display:block}
+table.stack thead{display:none}table.stack tr{border-bottom:1px solid var(--line);padding:.5em 0}
+table.stack td{border:0;padding:.1em 0;text-align:left;min-width:0}
+table.stack td[data-label]::before{content:attr(data-label) ": ";color:var(--muted)}}
+"""
+
+
+class _Page:
+    """The report's HTML, in one language. Every word an instructor reads goes through ``self._`` (gettext), outside
+    the f-strings, where babel's extractor finds it (tests/test_class_report.py checks the catalogues)."""
+
+    def __init__(self, results: Results, page: Path, language: str):
+        self.results, self.page, self.language = results, page, language
+        words = _translations(language, CATALOGUE) if language != "en" else None
+        if language != "en" and words is None:
+            raise ReportError(f"no catalogue of the report's words in {language!r} "
+                              f"(locales/{language}/LC_MESSAGES/{CATALOGUE}.po): choose one of "
+                              f"{', '.join(languages())}")
+        words = words or gettext.NullTranslations()
+        self.plain = words.gettext  # for the plots' text
+        self._ = lambda message: html.escape(words.gettext(message), quote=False)  # for the page: HTML
+        self.ngettext = lambda one, many, n: html.escape(words.ngettext(one, many, n), quote=False)
+        self.mistake_words: dict[str, str] = {}  # the checks' words in the language (`autograde.messages`)
+        if language != "en":
+            from .messages import translations
+
+            self.mistake_words = translations(language)
+        self.untranslated = 0  # mistake names and hints shown in English on a page in another language
+        self.notebooks = _Notebooks(results.out)
+        self.rows = sorted(results.rows, key=lambda r: (r.student, r.assignment))
+        self.assignments = sorted({r.assignment for r in self.rows})
+        self.students = sorted({r.student for r in self.rows})
+        self.exercises = _exercises(results, self.notebooks)
+        self.by_assignment: dict[str, set[str]] = defaultdict(set)  # assignment → its students
+        for r in self.rows:
+            self.by_assignment[r.assignment].add(r.student)
+
+    # ------------------------------------------------------------------------------------------------- helpers
+    def mistake_text(self, text: str) -> str:
+        """A name, hint or fix of the catalogue as the checks say it in the page's language, else marked English."""
+        if self.language == "en" or not text:
+            return _e(text)
+        translated = self.mistake_words.get(text, text)
+        if translated != text:
+            return _e(translated)
+        self.untranslated += 1
+        return f'<span lang="en">{_e(text)}</span>'
+
+    def href(self, path: Path, cell: str = "") -> str:
+        """A link from the page to ``path`` (relative: the page and OUT can be moved together), at a test cell."""
+        try:
+            target = urllib.parse.quote(Path(os.path.relpath(path, self.page.parent)).as_posix())
+        except ValueError:  # on another drive
+            target = path.resolve().as_uri()
+        return _e(target + (f"#{_anchor(cell)}" if cell else ""))
+
+    def feedback(self, student: str, assignment: str) -> Path:
+        return self.results.out / "feedback" / student / assignment / f"{assignment}.html"
+
+    def links(self, student: str, assignment: str, cell: str = "") -> str:
+        """Links to the row's feedback page (at ``cell``) and its notebook as it ran, those that exist."""
+        feedback, notebook_word, none = self._("feedback"), self._("notebook"), self._("none written")
+        parts = []
+        page = self.feedback(student, assignment)
+        if page.is_file():
+            parts.append(f'<a href="{self.href(page, cell)}">{feedback}</a>')
+        notebook = self.notebooks.path(student, assignment)
+        if notebook.is_file():
+            parts.append(f'<a href="{self.href(notebook)}" title="{_e(notebook)}">{notebook_word}</a>')
+        return " · ".join(parts) or f'<span class="muted">{none}</span>'
+
+    def who(self, student: str) -> str:
+        return f'<span class="id">{_e(_shown(student))}</span>'
+
+    def some(self, items: list[str], separator: str = ", ") -> str:
+        """The first `LISTED` of ``items``, and how many more."""
+        more = len(items) - LISTED
+        return separator.join(items[:LISTED]) + (" " + self._("and {n} more").format(n=more) if more > 0 else "")
+
+    def students_list(self, students: set[str], exercise: _Exercise) -> str:
+        """``students`` who failed ``exercise``, each linked to their feedback page at the first cell that failed."""
+        shown = []
+        for student in sorted(students):
+            page = self.feedback(student, exercise.assignment)
+            cell = exercise.failing[student][0].cell if exercise.failing.get(student) else ""
+            shown.append(f'<a href="{self.href(page, cell)}">{self.who(student)}</a>' if page.is_file()
+                         else self.who(student))
+        return self.some(shown)
+
+    @staticmethod
+    def table(head: list[tuple[str, str]], rows: list[list[str]], stack: bool = True) -> str:
+        """``head``: (label, class) of each column; ``rows``: each row's cells (HTML). Where the page is as narrow as
+        a phone, each row is a block, its cells one under the other after their column's label (``stack``); or the
+        table scrolls sideways (a grid of numbers), never the page."""
+        heads = "".join(f'<th scope="col" class="{cls}">{label}</th>' for label, cls in head)
+        cells = [f' class="{cls}"' + ("" if cls == "mistake" else f' data-label="{_e(html.unescape(label))}"')
+                 for label, cls in head]  # a mistake's name says what it is
+        body = "".join("<tr>" + "".join(f"<td{a}>{cell}</td>" for a, cell in zip(cells, row)) + "</tr>" for row in rows)
+        kind = ' class="stack"' if stack else ""
+        return (f'<div class="scroll" tabindex="0"><table{kind}><thead><tr>{heads}</tr></thead>'
+                f'<tbody>{body}</tbody></table></div>')
+
+    @staticmethod
+    def section(anchor: str, title: str, note: str, *parts: str) -> str:
+        return (f'<section id="{anchor}"><h2>{title}</h2><p class="note">{note}</p>' + "".join(parts)
+                + "</section>")
+
+    @staticmethod
+    def pct(part: int, whole: int) -> str:
+        return f"{part} / {whole} ({100 * part / whole:.0f} %)" if whole else "—"
+
+    # ---------------------------------------------------------------------------------------------- sections
+    def titles(self) -> list[tuple[str, str]]:
+        _ = self._
+        return [("scores", _("Scores")), ("exercises", _("Exercises")), ("mistakes", _("Most frequent mistakes")),
+                ("unnamed", _("Where the catalogue should grow")), ("flagged", _("Flagged rows to review")),
+                ("late", _("Late rows and unverified times")), ("delegations", _("Delegations"))]
+
+    def summary(self) -> str:
+        flagged = [r for r in self.rows if {f.partition(":")[0] for f in r.flags} - set(TIME_FLAGS)]
+        late = [r for r in self.rows if _late(r)]
+        delegated = {(c.student, c.assignment, c.exercise) for c in self.results.checks if c.delegated}
+        _ = self._  # a dashboard's labels: "students" above 1 as above 8
+        cards = [(len(self.students), _("students")), (len(self.rows), _("notebooks graded")),
+                 (len(self.assignments), _("assignments")), (len(self.results.checks), _("checks made")),
+                 (len(flagged), _("flagged rows to review")), (len(late), _("late rows")),
+                 (len(delegated), _("delegations"))]
+        return ('<div class="cards">' + "".join(f'<div class="card"><b>{v}</b>{label}</div>' for v, label in cards)
+                + "</div>")
+
+    def scores(self) -> str:
+        _ = self._
+        body = []
+        for a in self.assignments:
+            rows = [r for r in self.rows if r.assignment == a]
+            scores = [r.score for r in rows]
+            full = sum(1 for r in rows if r.max_score and r.score >= r.max_score)
+            zero = sum(1 for r in rows if r.score == 0)
+            body.append([f"<code>{_e(a)}</code>", str(len(rows)), f"{max(r.max_score for r in rows):g}",
+                         f"{statistics.fmean(scores):.1f}", f"{statistics.median(scores):g}",
+                         f"{min(scores):g}–{max(scores):g}", str(full), str(zero)])
+        head = [(_("assignment"), ""), (_("notebooks"), "num"), (_("points"), "num"), (_("mean"), "num"),
+                (_("median"), "num"), (_("range"), "num"), (_("full marks"), "num"), (_("no points"), "num")]
+        plot = _scores_plot(self.rows, self.assignments, self.plain)
+        note = _("Each dot is a notebook, a bar the median; a score is after the late penalty, if any.")
+        return self.section("scores", _("Scores"), note,
+                            f'<div class="pair"><figure>{plot}</figure>{self.table(head, body, stack=False)}</div>')
+
+    def exercise_section(self) -> str:
+        _ = self._
+        note = _("The share of the checks that passed, visible and hidden. A hidden check runs the visible cases too; "
+                 "a cell stops at its first failed check, so a check a notebook never reached is not counted. In the "
+                 "table, the students whose failures named a catalogued mistake, had no name, or came from a function "
+                 "still the released stub.")
+        visible, hidden, nothing = _("visible checks"), _("hidden checks"), _("No check was made.")
+        parts = ['<div class="legend">'
+                 f'<span><span class="swatch" style="background:var(--plot-a)"></span>{visible}</span>'
+                 f'<span><span class="swatch" style="background:var(--plot-b)"></span>{hidden}</span></div>']
+        head = [(_("exercise"), ""), (_("visible passed"), "num"), (_("hidden passed"), "num"),
+                (_("named mistake"), "num"), (_("no name"), "num"), (_("not written"), "num")]
+        for index, assignment in enumerate(self.assignments):
+            exercises = [e for e in self.exercises if e.assignment == assignment]
+            parts.append(f"<h3><code>{_e(assignment)}</code></h3>")
+            if not exercises:
+                parts.append(f"<p class='muted'>{nothing}</p>")
+                continue
+            body = [[f"<code>{_e(e.short)}</code>", self.pct(*e.visible), self.pct(*e.hidden),
+                     str(len(e.named_students)), str(len(e.unnamed)), str(len(e.stubs))] for e in exercises]
+            parts.append(f"<div class='pair'><figure>{_exercise_plot(exercises, index, self.plain)}</figure>"
+                         f"{self.table(head, body, stack=False)}</div>")
+        return self.section("exercises", _("Exercises"), note, *parts)
+
+    def mistakes(self) -> str:
+        _ = self._
+        note = _("Each failure that the catalogue recognised, by how many students made it, with the hint they saw "
+                 "(as the catalogue gives it now, in autograde/exercises/).")
+        submitted: dict[str, int] = defaultdict(int)
+        for r in self.rows:
+            submitted[r.assignment] += 1
+        found = sorted(((len(students), ex, name, students) for ex in self.exercises
+                        for name, students in ex.named.items()), key=lambda t: (-t[0], t[1].key, t[2]))
+        if not found:
+            return self.section("mistakes", _("Most frequent mistakes"), note,
+                                "<p>" + _("No failure named a catalogued mistake.") + "</p>")
+        gone = _("This mistake is no longer in the catalogue.")
+        fix_label = _("the fix (shown when the mistake comes back)")
+        body = []
+        for count, ex, name, students in found:
+            entry = (_catalogue(ex.key) or ({}, ()))[0].get(name)
+            hint = (f'<p class="hint">{self.mistake_text(entry.hint)}</p>' if entry
+                    else f'<p class="hint muted">{gone}</p>')
+            fix = (f"<details><summary>{fix_label}</summary><p class='hint'>{self.mistake_text(entry.fix)}</p>"
+                   "</details>" if entry and entry.fix else "")
+            of = _("of {n}").format(n=submitted[ex.assignment])
+            body.append([f"<b>{count}</b> <span class='muted'>{of}</span>",
+                         f"<b>{self.mistake_text(name)}</b>{hint}{fix}", _key(ex.key),
+                         self.students_list(students, ex)])
+        head = [(_("students"), "num"), (_("mistake and the hint students saw"), "mistake"), (_("exercise"), ""),
+                (_("who"), "")]
+        return self.section("mistakes", _("Most frequent mistakes"), note, self.table(head, body))
+
+    def unnamed(self) -> str:
+        _ = self._
+        note = _("Exercises where most students who failed got no named mistake: their failures are the ones a new "
+                 "catalogue entry (autograde/exercises/) would explain. A student whose function was still the "
+                 "released stub did not try, and is not counted; one who also failed an exercise this one calls may "
+                 "have failed it there.")
+        grow = sorted((e for e in self.exercises if e.unnamed and e.mostly_unnamed),
+                      key=lambda e: (-len(e.unnamed), e.key))
+        if not grow:
+            return self.section("unnamed", _("Where the catalogue should grow"), note,
+                                "<p>" + _("None: most failures of every exercise named a mistake.") + "</p>")
+        body = []
+        for e in grow:
+            upstream = "<br>".join(f"<code>{_e(used.rpartition('.')[2])}</code>: {len(s)}"
+                                   for used, s in sorted(e.upstream.items()))
+            body.append([_key(e.key), f"<b>{len(e.unnamed)}</b>", str(len(e.unnamed) + len(e.named_students)),
+                         str(len(e.named_students)), upstream or "—", str(len(e.stubs)),
+                         self.students_list(e.unnamed, e)])
+        head = [(_("exercise"), ""), (_("no name"), "num"), (_("failed"), "num"), (_("named"), "num"),
+                (_("also failed an exercise it calls"), ""), (_("not written"), "num"),
+                (_("students with no name"), "")]
+        return self.section("unnamed", _("Where the catalogue should grow"), note, self.table(head, body))
+
+    def flag_advice(self) -> dict[str, str]:
+        _ = self._
+        own = _("is the work the student's own? Read the solution cells.")
+        refetch = _("the notebook was not, or not all, graded: get the file again.")
+        again = _("the grader's own failure: grade this notebook again (the traceback is in grader-errors.log).")
+        return {
+            "timeout": _("a cell ran past --cell-timeout; its message names it."),
+            "crashed": _("the runner died in a cell; that cell scored 0 and its message says why."),
+            "memory-limit": _("a cell went over --memory-mb; that cell scored 0."),
+            "output-truncated": _("the notebook printed more than the grader keeps."),
+            "bad-reply": _("the runner's reply was late, malformed or too large; code that writes to file descriptors "
+                           "is worth a conversation."),
+            "forbidden-call": _("the code ran a PyTorch function the exercise forbids (see Delegations); the values "
+                                "decided the score."),
+            "imports-reference": own, "imports-grader": own, "introspection": own, "patches-modules": own,
+            "torch-internals": own, "reads-files": own, "runs-commands": own, "dynamic-code": own,
+            "similar-to": _("a solution cell is nearly another student's or a piece of tfm_ref: read both."),
+            "unaudited-code": _("a cell too large or too deeply nested to audit: read it yourself."),
+            "syntax-error": _("a cell could not be parsed."),
+            "missing-notebook": refetch, "corrupted-notebook": refetch, "notebook-too-large": refetch,
+            "symlink-outside": refetch, "unsafe-zip-member": refetch, "file-too-large": refetch,
+            "submission-too-large": _("the student's notebooks together were over --max-submission-mb: look at what "
+                                      "they handed in, and grade again with a larger budget if it is right."),
+            "grader-error": again, "grader-crashed": again, "sandbox-failed": again,
+            "gradebook-error": _("nbgrader's autograde step failed on it: its grades are in grades.csv only."),
+            "feedback-error": _("no feedback page was written (the traceback is in grader-errors.log)."),
+            "unexportable-student-id": _("the folder's name cannot go to the gradebook: rename it to the student's id "
+                                         "and grade again."),
+            "late": _("handed in after the due date, by the time the gradebook has; the score is the late policy's."),
+            "time-unverified": _("the time is the student's own timestamp.txt: check it against your record, or grade "
+                                 "with --submitted-at."),
+            "no-timestamp": _("no time for it: it counted as on time. Add it to the --submitted-at file and grade "
+                              "again."),
+            "bad-timestamp": _("its timestamp.txt could not be read: it counted as on time."),
+            "lms-late": _("the LMS (Canvas) named the file late, with no time: give its time with --submitted-at for "
+                          "the late policy to apply."),
+        }
+
+    def legend(self, rows: list[Row], kinds: set[str]) -> str:
+        """Each flag of ``kinds`` that ``rows`` carry: how many rows, and what to do."""
+        _ = self._
+        advice, unknown, counts = self.flag_advice(), _("a flag this report does not know: see autograde/README.md."), \
+            defaultdict(int)
+        for r in rows:
+            for kind in {f.partition(":")[0] for f in r.flags} & kinds:
+                counts[kind] += 1
+        body = [[f"<span class='flag'>{_e(kind)}</span>", str(count), advice.get(kind, unknown)]
+                for kind, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+        return self.table([(_("flag"), ""), (_("rows"), "num"), (_("what to do"), "advice")], body)
+
+    def similar(self, row: Row, named: str) -> tuple[str, str | None]:
+        """What ``similar-to:<named>`` names: (another student, the cell) or (``tfm_ref.<module>.<name>``, None). The
+        grader writes ``<student>@<cell>``, or (before it named cells) ``<student>``; a student id may hold ``@``, so
+        the part before the last ``@`` is a student only if the assignment has one of that name."""
+        if named.startswith("tfm_ref.") or named in self.by_assignment[row.assignment]:
+            return named, None
+        student, at, cell = named.rpartition("@")
+        return (student, cell) if at and student in self.by_assignment[row.assignment] else (named, None)
+
+    def flag_chips(self, row: Row, kinds: set[str]) -> str:
+        """The row's flags of ``kinds``; a ``similar-to:`` another student names them (a link to their notebook) and
+        the cells the two wrote alike: those the flags name, else those `_Notebooks.alike` finds."""
+        advice, cells_word, chips = self.flag_advice(), self._("cells"), []
+        similar: dict[str, list[str]] = {}  # the other student → the cells
+        for f in row.flags:
+            kind, _colon, named = f.partition(":")
+            if kind not in kinds:
+                continue
+            other, cell = self.similar(row, named) if kind == "similar-to" and named else (named, None)
+            if kind == "similar-to" and named and not other.startswith("tfm_ref."):
+                similar.setdefault(other, []).extend([cell] if cell else [])
+            else:
+                chips.append(f"<span class='flag' title='{_e(html.unescape(advice.get(kind, '')))}'>"
+                             f"{_e(f).replace(':', ':<wbr>')}</span>")
+        if similar:
+            people = []
+            for other, named_cells in similar.items():
+                notebook = self.notebooks.path(other, row.assignment)
+                name = (f'<a href="{self.href(notebook)}">{self.who(other)}</a>' if notebook.is_file()
+                        else self.who(other))
+                cells = named_cells or self.notebooks.alike(row.assignment, row.student, other)
+                alike = ", ".join(f"<code>{_e(c)}</code>" for c in cells)
+                people.append(f"{name} ({cells_word} {alike})" if cells else name)
+            chips.append(f"<div><span class='flag' title='{_e(html.unescape(advice['similar-to']))}'>similar-to</span> "
+                         f"{self.some(people, '; ')}</div>")
+        return "".join(chips)
+
+    def flagged(self) -> str:
+        _ = self._
+        note = _("A flag is a reason to look, never a score. Open the feedback page and the notebook as it ran "
+                 "(formgrader shows it too).")
+        rows = [r for r in self.rows if {f.partition(":")[0] for f in r.flags} - set(TIME_FLAGS)]
+        if not rows:
+            return self.section("flagged", _("Flagged rows to review"), note, "<p>" + _("No row is flagged.") + "</p>")
+        kinds = {f.partition(":")[0] for r in rows for f in r.flags} - set(TIME_FLAGS)
+        body = [[self.who(r.student), f"<code>{_e(r.assignment)}</code>", f"{r.score:g} / {r.max_score:g}",
+                 self.flag_chips(r, kinds), self.links(r.student, r.assignment)] for r in rows]
+        head = [(_("student"), ""), (_("assignment"), ""), (_("score"), "num"), (_("flags"), ""), (_("open"), "")]
+        return self.section("flagged", _("Flagged rows to review"), note, self.legend(rows, kinds),
+                            self.table(head, body))
+
+    def late(self) -> str:
+        _ = self._
+        note = _("Grade with --submitted-at TIMES.csv (your LMS's export) so that the late policy uses your record of "
+                 "the times, not the students' own.")
+        rows = [r for r in self.rows if set(r.flags) & set(TIME_FLAGS)]
+        if not rows:
+            return self.section("late", _("Late rows and unverified times"), note,
+                                "<p>" + _("Every row was on time, by the instructor's record.") + "</p>")
+
+        def body(rows: list[Row]) -> list[list[str]]:
+            return [[self.who(r.student), f"<code>{_e(r.assignment)}</code>",
+                     "".join(f"<span class='flag'>{_e(f)}</span>" for f in r.flags if f in TIME_FLAGS),
+                     _e(self.notebooks.time(r.student, r.assignment)) or "—", f"{r.score:g} / {r.max_score:g}",
+                     self.links(r.student, r.assignment)] for r in rows]
+
+        head = [(_("student"), ""), (_("assignment"), ""), (_("flags"), ""), (_("time in the gradebook"), ""),
+                (_("score"), "num"), (_("open"), "")]
+        late = [r for r in rows if _late(r)]
+        rest = [r for r in rows if not _late(r)]
+        parts = [self.legend(rows, set(TIME_FLAGS)), "<h3>" + _("Late") + "</h3>",
+                 self.table(head, body(late)) if late else "<p>" + _("No row was late.") + "</p>"]
+        if rest:
+            label = self.ngettext("{n} row on time, but by a time that is not the instructor's",
+                                  "{n} rows on time, but by a time that is not the instructor's",
+                                  len(rest)).format(n=len(rest))
+            parts.append(f"<details{' open' if len(rest) <= OPEN_TIME_ROWS else ''}><summary>{label}</summary>"
+                         f"{self.table(head, body(rest))}</details>")
+        return self.section("late", _("Late rows and unverified times"), note, *parts)
+
+    def delegations(self) -> str:
+        _ = self._
+        note = _("Checks during which the code ran a PyTorch function the exercise forbids (flag forbidden-call). The "
+                 "values decided the score; whether the work is the student's own is yours to judge.")
+        merged: dict[tuple[str, str, str], list[Check]] = {}
+        for c in self.results.checks:
+            if c.delegated:
+                merged.setdefault((c.student, c.assignment, c.exercise), []).append(c)
+        if not merged:
+            return self.section("delegations", _("Delegations"), note,
+                                "<p>" + _("No check ran a forbidden function.") + "</p>")
+        hidden, visible = _("hidden"), _("visible")
+        body = []
+        for (student, assignment, exercise), checks in sorted(merged.items()):
+            verdicts = ", ".join(f"{hidden if c.hidden else visible} <span class='{'ok' if c.passed else 'bad'}'>"
+                                 f"{'✓' if c.passed else '✗'}</span>" for c in checks)
+            ran = list(dict.fromkeys(op for c in checks for op in c.delegated))  # as the watch saw them
+            body.append([self.who(student), _key(exercise), verdicts, ", ".join(f"<code>{_e(op)}</code>" for op in ran),
+                         self.links(student, assignment, checks[0].cell)])
+        head = [(_("student"), ""), (_("exercise"), ""), (_("checks"), ""), (_("what ran"), ""), (_("open"), "")]
+        return self.section("delegations", _("Delegations"), note, self.table(head, body))
+
+    def render(self) -> str:
+        _ = self._
+        sections = [self.scores(), self.exercise_section(), self.mistakes(), self.unnamed(), self.flagged(),
+                    self.late(), self.delegations()]  # first: they count the mistakes left in English
+        english = _("Some mistakes' names, hints or fixes have no translation in the checks' catalogue "
+                    "(feedback.po) yet: they are shown in English, as the students saw them.")
+        title = _("Class report")
+        source = _("From {grades} and {checks} (written {time}).").format(
+            grades=f"<code>{_e(self.results.out / 'grades.csv')}</code>",
+            checks=f"<code>{_e(self.results.out / 'checks.csv')}</code>",
+            time=_e(self.results.written.strftime("%Y-%m-%d %H:%M UTC")))
+        lang = self.language.replace("_", "-")
+        return "\n".join([
+            f'<!DOCTYPE html><html lang="{_e(lang)}"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            '<meta name="color-scheme" content="light dark">',
+            f"<title>{title}: {_e(', '.join(self.assignments))}</title><style>{_STYLE}</style></head><body>",
+            f"<header><h1>{title}</h1><p class='muted'>{source}</p>",
+            f'<p class="note">{english}</p>' if self.untranslated else "",
+            "<nav><ul>" + "".join(f'<li><a href="#{k}">{label}</a></li>' for k, label in self.titles()) + "</ul></nav>",
+            self.summary(), "</header><main>", *sections, "</main></body></html>"])
+
+
+def class_report(out: Path, page: Path | None = None, language: str = "en") -> str:
+    """The report's HTML for the grading run in ``out``, to be written at ``page`` (its links are relative to it;
+    default OUT/report.html), in ``language`` ("en" or one of `languages`)."""
+    results = read_results(out)
+    return _Page(results, (page or out / PAGE_NAME).absolute(), language).render()
+
+
+def write_report(out: Path, page: Path | None = None, language: str = "en") -> Path:
+    """Write the report of the grading run in ``out`` to ``page`` (default OUT/report.html); its path."""
+    page = page or out / PAGE_NAME
+    if page.is_dir():
+        page = page / PAGE_NAME
+    text = class_report(out, page, language)
+    try:
+        page.parent.mkdir(parents=True, exist_ok=True)
+        partial = page.with_name(page.name + ".partial")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(page)
+    except OSError as error:
+        raise ReportError(f"cannot write the report to {page}: {error.strerror or error}") from None
+    return page
