@@ -21,7 +21,7 @@ from autograde.checking import get_exercise
 from autograde.course import ROOT
 from autograde.grade import CHECK_COLUMNS, CSV_COLUMNS
 from autograde.messages import translations
-from autograde.report import CATALOGUE, STUB_MESSAGE, ReportError, class_report, languages, write_report
+from autograde.report import CATALOGUE, STUB_MESSAGE, ReportError, languages, write_report
 from site_browser import browser, theme, viewport  # noqa: F401 (fixtures)
 
 A, M = "ch01_attention", "ch03_masking"
@@ -41,7 +41,8 @@ def _checks(student: str, assignment: str, outcomes: dict[str, tuple]) -> list[d
     for exercise, (visible, hidden, *rest) in outcomes.items():
         mistake, delegated = (rest + ["", ""])[:2]
         for is_hidden, passed in ((0, visible), (1, hidden)):
-            rows.append({"student_id": student, "assignment": assignment, "cell": f"{exercise}_{'hidden' if is_hidden else 'visible'}",
+            cell = f"{exercise}_{'hidden' if is_hidden else 'visible'}"
+            rows.append({"student_id": student, "assignment": assignment, "cell": cell,
                          "exercise": f"{assignment}.{exercise}", "hidden": is_hidden, "passed": int(passed),
                          "mistake": "" if passed else mistake, "delegated": delegated})
     return rows
@@ -112,7 +113,8 @@ def write_results(out: Path) -> Path:
     (out / "autograded" / "dee" / A).mkdir(parents=True)
     (out / "autograded" / "dee" / A / "timestamp.txt").write_text("2026-12-02 09:00:00 UTC")
     (out / "autograded" / "gus" / A).mkdir(parents=True)
-    nbformat.write(_stub_notebook(["softmax", "attention", "masked_attention"]), out / "autograded" / "gus" / A / f"{A}.ipynb")
+    nbformat.write(_stub_notebook(["softmax", "attention", "masked_attention"]),
+                   out / "autograded" / "gus" / A / f"{A}.ipynb")
     return out
 
 
@@ -240,7 +242,8 @@ class _Words(HTMLParser):
 def test_the_chinese_page_is_chinese_where_an_instructor_reads_and_says_what_stays_english(pages):
     page = pages["zh_CN"].read_text(encoding="utf-8")
     assert '<html lang="zh-CN">' in page and "<h1>班级报告</h1>" in page
-    for title in ("得分", "练习", "最常见的错误", "错误目录需要补充之处", "需要复核的标记行", "迟交与未经核实的提交时间", "调用禁用函数"):
+    for title in ("得分", "练习", "最常见的错误", "错误目录需要补充之处", "需要复核的标记行", "迟交与未经核实的提交时间",
+                  "调用禁用函数"):
         assert f"<h2>{title}</h2>" in page
     # a mistake, its hint and its fix as the checks say them in Chinese (feedback.po); one it lacks, in English
     checks_words = translations("zh_CN")
