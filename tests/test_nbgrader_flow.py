@@ -2,8 +2,8 @@
 nbgrader, grades the folder ``nbgrader collect`` leaves with ``python -m autograde grade``, and
 formgrader's API, ``nbgrader export``, ``generate_feedback`` and ``release_feedback`` all see the
 grades, the submission times, the late penalties and the grader's flags; ``generate_feedback`` writes the
-course's own page, and ``nbgrader autograde`` refuses to run the students' code outside the sandbox. Every
-nbgrader command runs at the course root. One grading run serves every test."""
+course's own page, and ``nbgrader autograde`` refuses to run the students' code outside the sandbox. One
+grading run serves every test."""
 import csv
 import subprocess
 import sys
@@ -35,9 +35,9 @@ NBGRADER = str(Path(sys.executable).parent / "nbgrader")
 
 
 def _nbgrader(root, *args, ok=True):
-    """An nbgrader command as the instructor runs it: at the course root (its nbgrader_config.py loads the
-    course's autograde/nbgrader_config.py)."""
-    result = subprocess.run([NBGRADER, *args], cwd=root, capture_output=True, text=True, timeout=300)
+    """An nbgrader command as the README has the instructor run it: in the course's autograde/ folder (at the course
+    root, the root's nbgrader_config.py loads the same; tests/test_formgrader.py runs one there)."""
+    result = subprocess.run([NBGRADER, *args], cwd=root / "autograde", capture_output=True, text=True, timeout=300)
     assert (result.returncode == 0) is ok, result.stdout + result.stderr
     return result
 
