@@ -10,8 +10,9 @@ student starts from) are dropped. A cell with at least ``MIN_FINGERPRINTS`` left
 * ``similar-to:tfm_ref.<module>.<name>`` when ``OVERLAP`` of its fingerprints are in the
   source of one function or class of tfm_ref, or ``OVERLAP`` of that source's are in it (a piece
   pasted whole beside other code);
-* ``similar-to:<student_id>`` when its fingerprints and those of the same cell of another
-  student agree that much (Jaccard).
+* ``similar-to:<student_id>@<grade_id>`` when its fingerprints and those of the same cell (``grade_id``) of
+  another student agree that much (Jaccard). Flags written before the cell was named read
+  ``similar-to:<student_id>``; `similar_to` reads both.
 
 Short solutions that everyone writes the same way (``x.transpose(1, 2)``) stay under the size
 threshold: they say nothing about copying. Nor does a likeness to a piece of tfm_ref that the
@@ -32,12 +33,14 @@ from pathlib import Path
 from .audit import MAX_AUDITED_CHARS
 from .course import ROOT
 
-__all__ = ["fingerprints", "similarity_flags", "K", "WINDOW", "MIN_FINGERPRINTS", "OVERLAP", "MARGIN", "MAX_LINE_CHARS"]
+__all__ = ["fingerprints", "similarity_flags", "similar_to", "is_similarity", "K", "WINDOW", "MIN_FINGERPRINTS", "OVERLAP",
+           "MARGIN", "MAX_LINE_CHARS"]
 
 K = 7  # tokens per k-gram
 WINDOW = 4  # k-grams per winnowing window
 MIN_FINGERPRINTS = 25
 OVERLAP = 0.8
+PREFIX = "similar-to:"
 MARGIN = 0.1  # how much closer to a piece of tfm_ref than the instructor's own solution a cell must come
 TFM_REF = ROOT / "tfm_ref"
 MAX_LINE_CHARS = 1_000  # longer lines are left out: Python's tokenizer takes time quadratic in a line's length
@@ -134,11 +137,33 @@ def similarity_flags(rows: list[dict], stubs: dict[tuple[str, str], str], packag
     flags: list[set[str]] = [set() for _ in rows]
     for i, row in enumerate(rows):
         for grade_id, mine in prints[i].items():
-            flags[i] |= {f"similar-to:{name}" for name in like(mine, row["assignment"])}
+            flags[i] |= {f"{PREFIX}{name}" for name in like(mine, row["assignment"])}
             for j in range(i + 1, len(rows)):
                 other = prints[j].get(grade_id)
                 if other and rows[j]["assignment"] == row["assignment"] \
                         and len(mine & other) >= OVERLAP * len(mine | other):
-                    flags[i].add(f"similar-to:{rows[j]['student_id']}")
-                    flags[j].add(f"similar-to:{row['student_id']}")
+                    flags[i].add(f"{PREFIX}{rows[j]['student_id']}@{grade_id}")
+                    flags[j].add(f"{PREFIX}{row['student_id']}@{grade_id}")
     return flags
+
+
+
+def is_similarity(flag: str) -> bool:
+    """Is ``flag`` one of `similarity_flags`' (which a grading run computes again for the whole class)?"""
+    return flag.startswith(PREFIX)
+
+
+def similar_to(flag: str, cells: set[str] | frozenset[str] = frozenset()) -> tuple[str, str | None]:
+    """What a ``similar-to:`` flag names: (``tfm_ref.<module>.<name>`` or the other student, the cell or None).
+    A student id may hold ``@`` (an e-mail address): the cell is the part after the last ``@``, where ``cells``
+    (the assignment's grade ids) has it, or, without ``cells``, wherever there is one (``similar-to:<student>``,
+    as written before cells were named, then reads as its student only where ``cells`` is given)."""
+    if not is_similarity(flag):
+        raise ValueError(f"{flag!r} is not a similarity flag")
+    who = flag[len(PREFIX):]
+    if who.startswith("tfm_ref."):
+        return who, None
+    student, at, cell = who.rpartition("@")
+    if at and student and (cell in cells if cells else True):
+        return student, cell
+    return who, None

@@ -123,7 +123,8 @@ def test_reference_solutions_score_full_marks_and_untouched_notebooks_zero(grade
     # resemble tfm_ref, that is the course's own way of writing it, no evidence. The class was handed in without
     # submission times: that is said too.
     flags = csv_rows["solved_a"]["flags"].split(";")
-    assert "similar-to:solved_b" in flags and {f.split(":")[0] for f in flags} == {"similar-to", "no-timestamp"}
+    assert any(f.startswith("similar-to:solved_b@") for f in flags)  # a flag per cell alike
+    assert {f.split(":")[0] for f in flags} == {"similar-to", "no-timestamp"}
     assert not any(f.startswith("similar-to:tfm_ref") for f in flags)
 
 

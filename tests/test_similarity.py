@@ -5,7 +5,7 @@ import re
 import textwrap
 
 import tfm_ref
-from autograde.similarity import MIN_FINGERPRINTS, fingerprints, similarity_flags
+from autograde.similarity import MIN_FINGERPRINTS, fingerprints, similar_to, similarity_flags
 
 STUB = 'def rms_norm(x, weight, eps=1e-6):\n    """RMSNorm over the last axis."""\n    # YOUR CODE HERE\n    raise NotImplementedError()\n'
 
@@ -32,8 +32,16 @@ def test_two_students_with_the_same_long_solution_flag_each_other_only():
     own = ("def rms_norm(x, weight, eps=1e-6):\n    ms = (x.float() ** 2).mean(-1, keepdim=True)\n"
            "    return (x.float() * torch.rsqrt(ms + eps)).to(x.dtype) * weight\n")
     flags = similarity_flags([_row("a", copied), _row("b", copied + "\n# tidied\n"), _row("c", own)], {})
-    assert "similar-to:b" in flags[0] and "similar-to:a" in flags[1]
+    assert "similar-to:b@rms_norm" in flags[0] and "similar-to:a@rms_norm" in flags[1]  # the cell alike too
     assert flags[2] == set()
+
+
+def test_a_flag_says_whose_cell_it_resembles_and_flags_written_before_cells_were_named_still_read():
+    assert similar_to("similar-to:bob@softmax") == ("bob", "softmax")
+    assert similar_to("similar-to:jane@uni.example@softmax", {"softmax"}) == ("jane@uni.example", "softmax")
+    assert similar_to("similar-to:jane@uni.example", {"softmax"}) == ("jane@uni.example", None)  # an older run's
+    assert similar_to("similar-to:bob") == ("bob", None)
+    assert similar_to("similar-to:tfm_ref.decoding.greedy_decode") == ("tfm_ref.decoding.greedy_decode", None)
 
 
 def test_short_solutions_and_the_released_stub_are_not_evidence():
