@@ -1,5 +1,5 @@
 """Finding the submissions to grade: ``<student_id>/<assignment>/<assignment>.ipynb``, in a folder
-or a .zip of one, and when each was handed in.
+or a .zip of one, or an LMS's download (`collect`, `autograde.lms`), and when each was handed in.
 
 Nothing a student hands in is trusted to stay in its folder: a symlink (in the folder, or a
 zip member that is one) whose target leaves that student's folder is refused, and the
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["Submission", "find_submissions", "extract_zip", "CollectionError", "exportable_id",
-           "read_submission_times", "settle_times", "unmatched_times", "SubmissionTimes"]
+__all__ = ["Submission", "find_submissions", "extract_zip", "CollectionError", "exportable_id", "collect", "Collected",
+           "read_submission_times", "settle_times", "unmatched_times", "with_times", "SubmissionTimes"]
 
 
 class CollectionError(ValueError):
@@ -468,6 +468,295 @@ def settle_times(submissions: list[Submission], record: SubmissionTimes | None) 
 
 
 def unmatched_times(submissions: list[Submission], record: SubmissionTimes) -> list[tuple[str, str, int]]:
-    """The record's (student_id, assignment, line) that no submission has: a misspelt id, or a submission missing."""
+    """The record's (student_id, assignment, line) that no submission has: a misspelt id, or a submission missing
+    (a time the download itself gave, line 0, always has its submission)."""
     found = {_key(s.student_id, s.assignment) for s in submissions}
-    return sorted((*key, line) for key, (_, line) in record.times.items() if key not in found)
+    return sorted((*key, line) for key, (_, line) in record.times.items() if key not in found and line)
+
+
+def with_times(record: SubmissionTimes | None, times: dict[tuple[str, str], str],
+               source: str) -> SubmissionTimes | None:
+    """The instructor's ``record`` with the times an LMS download recorded (`Collected.times`: Blackboard's
+    attempts), which the student could not write either; where both have a submission, the record's counts."""
+    if not times:
+        return record
+    given = {_key(*key): (stamp, 0) for key, stamp in times.items()}
+    return SubmissionTimes(record.source if record else source, {**given, **(record.times if record else {})})
+
+
+# ---------------------------------------------------------------- layouts: nbgrader's, and LMS downloads
+
+@dataclass(frozen=True)
+class Collected:
+    """What `collect` found: the submissions, the times the download itself records (Blackboard's attempts:
+    (student_id, assignment) → nbgrader's timestamp, UTC), lines for the instructor, and the layout read."""
+    submissions: list[Submission]
+    times: dict[tuple[str, str], str]
+    notes: list[str]
+    layout: str
+
+
+LMS_LATE = "lms-late"  # Canvas named the file LATE: a marker, not a time
+
+
+def collect(source: Path, into: Path, assignments: list[str], max_bytes: int,
+            max_student_bytes: int = int(MAX_STUDENT_MB * 2**20), layout: str = "auto",
+            mapping: dict[str, str] | None = None, zone: str = "UTC") -> Collected:
+    """The submissions in ``source`` (a folder or a .zip): nbgrader's ``<student>/<assignment>/<assignment>.ipynb``
+    (`find_submissions`, `extract_zip`), or an LMS's download (`autograde.lms`: Canvas, Moodle, Blackboard), as
+    ``layout`` says or, with ``auto``, as the names show. ``into`` (empty) receives what is unpacked. ``mapping``
+    (`autograde.lms.read_mapping`) names the student id of an LMS's name, or of a folder's; a time in a download's
+    names is in ``zone``.
+
+    Raises:
+        CollectionError: ``source`` cannot be read, holds no submission, mixes layouts, or holds a notebook named as
+            no layout (or not as ``layout``) names one; or the mapping gives one student two submissions. Nothing
+            has been graded then, and the message (one line) says what was expected and what was found.
+    """
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from . import lms
+
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise CollectionError(f"unknown time zone {zone!r} (a name such as UTC or Europe/Berlin)") from None
+    if source.suffix.lower() == ".zip" and source.is_file():
+        try:
+            with zipfile.ZipFile(source) as zf:
+                entries = [m.filename for m in zf.infolist()]
+        except (zipfile.BadZipFile, OSError, ValueError) as error:
+            raise CollectionError(f"{source} is not a readable zip archive ({error})") from None
+    elif source.is_dir():
+        entries = _listing(source)
+    else:
+        raise CollectionError(f"{source} is neither a folder nor a .zip of one")
+    seen = _survey(entries, assignments, layout)
+    expected = lms.LAYOUTS if layout == "auto" else (layout,)
+    wanted = " or ".join(lms.EXPECTED[name] for name in expected)
+    if seen.unmatched:
+        more = f" (and {len(seen.unmatched) - 1} more)" if len(seen.unmatched) > 1 else ""
+        raise CollectionError(f"{source}: cannot tell whose notebook {shown(seen.unmatched[0])}{more} is: expected "
+                              f"{wanted}")
+    found = [name for name in lms.LAYOUTS if (seen.students if name == "nbgrader" else seen.lms.get(name))]
+    if layout != "auto":
+        found = [name for name in found if name == layout]
+    if len(found) > 1:
+        raise CollectionError(f"{source} mixes layouts ({', '.join(found)}): grade each apart, or name one with "
+                              "--layout")
+    if not found:
+        raise CollectionError(f"no submission in {source}: expected {wanted}; found {seen.describe()}")
+    if found[0] == "nbgrader":
+        return _collect_nbgrader(source, seen.top, into, assignments, max_bytes, max_student_bytes, mapping or {},
+                                 wanted)
+    return _collect_lms(source, seen.top, seen.lms[found[0]], into, assignments, max_bytes, max_student_bytes,
+                        mapping, zone)
+
+
+MAX_LISTED = 100_000  # entries of a folder looked at to tell its layout
+
+
+def _listing(folder: Path) -> list[str]:
+    """The paths under ``folder``, ``/`` between folders and after a folder's name, as a zip lists its members;
+    links are not followed (`find_submissions` refuses one that leaves its student's folder)."""
+    entries: list[str] = []
+    for parent, folders, files in os.walk(folder):
+        relative = Path(parent).relative_to(folder)
+        depth = len(relative.parts)
+        prefix = "" if not depth else relative.as_posix() + "/"
+        entries += [f"{prefix}{name}/" for name in folders] + [f"{prefix}{name}" for name in files]
+        if depth >= 3 or len(entries) > MAX_LISTED:
+            folders.clear()
+    return entries
+
+
+@dataclass
+class _Survey:
+    top: list[str]  # the one folder everything is in, if any (a zip of "submitted/")
+    students: set[str]  # nbgrader's: folders holding an assignment's folder
+    lms: dict[str, list]  # layout -> the notebooks named as it names them (`autograde.lms.Found`)
+    unmatched: list[str]  # notebooks at the top named as no layout names them
+    others: list[str]  # what else is at the top
+
+    def describe(self) -> str:
+        folders = sorted({o for o in self.others if o.endswith("/")})
+        files = sorted({o for o in self.others if not o.endswith("/")})
+        students = sorted(f"{s}/" for s in self.students)
+        said = [f"{len(items)} {kind}{'s' if len(items) > 1 else ''} ({', '.join(shown(i) for i in items[:3])}"
+                f"{', …' if len(items) > 3 else ''}){why}"
+                for items, kind, why in ((students, "student folder", " in nbgrader's layout"),
+                                         (folders, "folder", " holding no folder named after an assignment"),
+                                         (files, "other file", "")) if items]
+        return " and ".join(said) or "nothing"
+
+
+def _survey(entries: list[str], assignments: list[str], layout: str, unwrap: bool = True) -> _Survey:
+    """What ``entries`` (a listing: ``/`` between folders, after a folder's name) hold, in the one folder they are
+    all in if ``unwrap`` and that folder is no student's and holds something to grade."""
+    from . import lms
+
+    paths = []
+    for entry in entries:
+        parts = [p for p in entry.split("/") if p not in ("", ".")]
+        if entry.startswith("/") or ".." in parts or not parts or _not_a_student(parts[0]):
+            continue
+        paths.append((parts, entry.endswith("/")))
+    top: list[str] = []
+    firsts = {parts[0] for parts, _ in paths}
+    if unwrap and len(firsts) == 1 and all(len(parts) > 1 or folder for parts, folder in paths):
+        first = next(iter(firsts))
+        inner = {parts[1] for parts, _ in paths if len(parts) > 1}
+        if not inner & set(assignments) and not lms.PATTERNS["moodle"].match(f"{first}/x.ipynb"):
+            top = [first]
+            paths = [(parts[1:], folder) for parts, folder in paths if len(parts) > 1]
+    survey = _Survey(top, set(), {}, [], [])
+    layouts = lms.LMS_LAYOUTS if layout == "auto" else (layout,) if layout != "nbgrader" else ()
+    for parts, folder in paths:
+        if len(parts) > 1 and parts[1] in assignments:
+            survey.students.add(parts[0])
+            continue
+        notebook = not folder and parts[-1].lower().endswith(".ipynb")
+        read = next((f for f in (lms.parse(name, "/".join(parts)) for name in layouts) if f), None) if notebook \
+            else None
+        if read:
+            survey.lms.setdefault(read.layout, []).append(read)
+        elif notebook and len(parts) == 1:
+            survey.unmatched.append("/".join([*top, parts[0]]))
+        else:
+            survey.others.append(parts[0] + ("/" if len(parts) > 1 or folder else ""))
+    survey.others = [o for o in survey.others if o.rstrip("/") not in survey.students]
+    if top and not (survey.students or survey.lms):  # nothing in it either: say what is there, as it is
+        return _survey(entries, assignments, layout, unwrap=False)
+    return survey
+
+
+def _collect_nbgrader(source: Path, top: list[str], into: Path, assignments: list[str], max_bytes: int,
+                      max_student_bytes: int, mapping: dict[str, str], wanted: str) -> Collected:
+    from .lms import mapped
+
+    if source.is_dir():  # (a zip's one folder around the students' is found as it is unpacked)
+        folder, flags = source.joinpath(*top), {}
+    else:
+        folder, flags = extract_zip(source, into / "zip", assignments, max_bytes, max_student_bytes)
+    subs = find_submissions(folder, assignments, max_bytes, flags, max_student_bytes)
+    notes = [f"not graded: {shown(name)}/ holds no folder named after an assignment ({', '.join(assignments)})"
+             for name in without_assignments(folder, assignments)]
+    if not subs:
+        raise CollectionError(f"no submission in {source}: expected {wanted}; found nothing of it")
+    if mapping:
+        renamed = [replace(s, student_id=mapped(mapping, s.student_id) or s.student_id) for s in subs]
+        folders: dict[tuple[str, str], list[str]] = {}
+        for new, old in zip(renamed, subs):
+            folders.setdefault((new.student_id, new.assignment), []).append(old.student_id)
+        for (student, assignment), names in folders.items():
+            if len(names) > 1:
+                raise CollectionError(f"the mapping gives {shown(student)} two submissions of {assignment} "
+                                      f"(the folders {', '.join(shown(n) for n in names)})")
+        subs = renamed
+    return Collected(subs, {}, notes, "nbgrader")
+
+
+def _collect_lms(source: Path, top: list[str], found: list, into: Path, assignments: list[str], max_bytes: int,
+                 max_student_bytes: int, mapping: dict[str, str] | None, zone: str) -> Collected:
+    from zoneinfo import ZoneInfo
+
+    from . import lms
+
+    notes: list[str] = []
+    layout = found[0].layout
+    # who: the mapping's id, else one from the LMS's name (two people of one name told apart by the LMS's number)
+    identities: dict[str, set[tuple[str, str]]] = {}
+    ids = {}
+    for f in found:
+        given = lms.mapped(mapping, f.name, f.number) if mapping else None
+        if mapping and given is None:
+            notes.append(f"not in the mapping: {shown(f.name)}{f' ({f.number})' if f.number else ''}, graded as "
+                         f"{shown(lms.default_id(f.name, f.number))}")
+        ids[f.path] = (given or lms.default_id(f.name, f.number), given is not None)
+        identities.setdefault(ids[f.path][0], set()).add((f.name, f.number))
+    for student, who in identities.items():
+        if len(who) > 1 and len({n for _, n in who}) == len(who) and not any(
+                ids[f.path][1] for f in found if ids[f.path][0] == student):
+            notes.append(f"{len(who)} students are named {shown(student)} in the download: graded as "
+                         f"{', '.join(f'{shown(student)}_{n}' for _, n in sorted(who))} (a --mapping names them)")
+            for f in found:
+                if ids[f.path][0] == student:
+                    ids[f.path] = (f"{student}_{f.number}", False)
+    notes = list(dict.fromkeys(notes))
+    # what: the assignment the file's name names; in a download of one assignment, that one
+    named = {f.path: lms.assignment_of(f.file, f.hint, assignments) for f in found}
+    only = {a for a in named.values() if a}
+    chosen: dict[tuple[str, str], object] = {}
+    for f in found:
+        assignment = named[f.path] or (next(iter(only)) if len(only) == 1 else None)
+        if assignment is None:
+            notes.append(f"not graded: {shown(f.path)} names no assignment ({', '.join(assignments)})")
+            continue
+        key = (ids[f.path][0], assignment)
+        rank = (f.time or datetime.min, f.copy, f.file.lower() == f"{assignment}.ipynb", f.path)
+        if key not in chosen or rank > chosen[key][0]:  # the latest attempt, upload
+            chosen[key] = (rank, f)
+    # the notebooks themselves, each bounded as in a class zip: a notebook by max_bytes, a student by their budget
+    budget, spent, over, subs, times = max(max_student_bytes, max_bytes), {}, set(), {}, {}
+    archive = zipfile.ZipFile(source) if source.is_file() else None
+    try:
+        members = {"/".join(p for p in m.filename.split("/") if p not in ("", ".")): m
+                   for m in archive.infolist()} if archive else {}
+        for number, ((student, assignment), (_, f)) in enumerate(sorted(chosen.items())):
+            flags = [LMS_LATE] if f.late else []
+            if f.time is not None:
+                times[(student, assignment)] = (f.time.replace(tzinfo=ZoneInfo(zone)).astimezone(timezone.utc)
+                                                .strftime(NBGRADER_TIME))
+            if student in over:
+                subs[(student, assignment)] = Submission(student, assignment, None, tuple(flags))
+                continue
+            name = "/".join([*top, f.path])
+            path, problem, size = _lms_notebook(source / name if archive is None else members[name], archive,
+                                                into / "lms" / f"{number}.ipynb", max_bytes,
+                                                budget - spent.get(student, 0))
+            if problem == TOO_LARGE:
+                over.add(student)  # nothing more of theirs is read, and none of what was is graded
+            spent[student] = spent.get(student, 0) + size
+            subs[(student, assignment)] = Submission(student, assignment, path,
+                                                     (*flags, problem) if problem else tuple(flags))
+    finally:
+        if archive is not None:
+            archive.close()
+    for (student, assignment), sub in subs.items():
+        if student in over:
+            kept = [f for f in sub.flags if f == LMS_LATE]
+            subs[(student, assignment)] = replace(sub, path=None, flags=(*kept, TOO_LARGE))
+    if not subs:
+        raise CollectionError(f"no submission in {source}: its {layout} notebooks name no assignment "
+                              f"({', '.join(assignments)})")
+    return Collected([subs[key] for key in sorted(subs)], times, notes, layout)
+
+
+def _lms_notebook(entry: Path | zipfile.ZipInfo, archive: zipfile.ZipFile | None, target: Path, max_bytes: int,
+                  left: int) -> tuple[Path | None, str | None, int]:
+    """One notebook of an LMS download: (where it can be read, what went wrong, its bytes). In a folder (``entry``
+    a path) it is read where it is, if it is a regular file (a link is refused); from a zip it is unpacked to
+    ``target``, never more than ``max_bytes`` or what is ``left`` of its student's budget."""
+    if archive is None:
+        info = os.lstat(entry)
+        if stat.S_ISLNK(info.st_mode):
+            return None, "symlink-outside", 0
+        if not stat.S_ISREG(info.st_mode):
+            return None, "missing-notebook", 0
+        if info.st_size > max_bytes:
+            return None, "notebook-too-large", 0
+        if info.st_size > left:
+            return None, TOO_LARGE, 0
+        return entry, None, info.st_size
+    if stat.S_ISLNK(entry.external_attr >> 16):
+        return None, "unsafe-zip-member", 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        written = _copy_at_most(archive, entry, target, min(max_bytes, left))
+    except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error):
+        target.unlink(missing_ok=True)
+        return None, "unsafe-zip-member", 0
+    if written is None:
+        target.unlink(missing_ok=True)
+        return None, TOO_LARGE if left < max_bytes else "notebook-too-large", 0
+    return target, None, written

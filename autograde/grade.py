@@ -1,30 +1,39 @@
 """``python -m autograde grade SUBMISSIONS [--out OUT]``: grade a class, nbgrader's way.
 
-SUBMISSIONS is a folder (or a .zip of one) laid out ``<student_id>/<assignment>/<assignment>.ipynb``,
-as ``nbgrader collect`` leaves ``submitted/`` (`autograde.collection`). Each notebook is graded by
+SUBMISSIONS is a folder or a .zip: nbgrader's ``<student_id>/<assignment>/<assignment>.ipynb``, as ``nbgrader
+collect`` leaves ``submitted/``, or an LMS's download (Canvas, Moodle, Blackboard; `autograde.collection.collect`,
+`autograde.lms`). Input that holds no submission, is laid out otherwise or mixes layouts grades nothing and
+changes nothing (`GradingError`, one line: what was expected, what was found). Each notebook is graded by
 one of ``jobs`` trusted slot processes (`autograde.pool`, `autograde.slot`): its cells run in a
 fresh sandboxed runner, its checks in the slot. Then, in the slot, nbgrader's own autograde step
-records the grades, timestamps and late penalties in the gradebook (`autograde.autograded`) and
-the feedback page is written where nbgrader's generate_feedback puts it (`autograde.feedback`).
-OUT (the course root by default, where formgrader and ``nbgrader release_feedback`` look) receives
+records the grades, timestamps and late penalties in the gradebook (`autograde.autograded`; a score or comment
+given by hand in formgrader stays, as nbgrader keeps it) and the feedback page is written where nbgrader's
+generate_feedback puts it (`autograde.feedback`). OUT (the course root by default, where formgrader and
+``nbgrader release_feedback`` look; the gradebook is the course's whatever OUT is, unless ``db_url`` names
+another) receives
 
     OUT/autograded/<student_id>/<assignment>/<assignment>.ipynb   the notebook as it ran, for formgrader
     OUT/feedback/<student_id>/<assignment>/<assignment>.html      the page the student gets
     OUT/grades.csv                                                student_id, assignment, notebook, score, max_score, flags, per-cell scores
     OUT/checks.csv                                                one row per check made: what it found (`CHECK_COLUMNS`)
     OUT/grader-errors.log                                         the grader's own failures (grader-error…), with tracebacks
+    OUT/grading-record.json                                       each row's solution cells and flags, for the next run
+
+A run's rows are merged into the class's (`autograde.records`): they replace the rows of the same (student,
+assignment) and everyone else's stay; near copies (``similar-to:<student>@<cell>``) are looked for across the
+class's latest submissions, this run's and the earlier ones'.
 
 ``score`` is after nbgrader's late penalty (a late submission has the flag ``late``), computed from the time
-the instructor's ``submitted_at`` file gives (an LMS export: `autograde.collection.read_submission_times`), else
-from the student's own ``timestamp.txt``, flagged ``time-unverified`` (`autograde.collection.settle_times`). Every
+the instructor's ``submitted_at`` file gives (an LMS export: `autograde.collection.read_submission_times`) or
+the download's names (Blackboard's attempt), else from the student's own ``timestamp.txt``, flagged
+``time-unverified`` (`autograde.collection.settle_times`). Every
 submission gets a row scored against the assignment's real maximum, whatever it holds; if the
 gradebook cannot be opened or the sandbox cannot start at all, nothing is graded and
 `GradingError` says why.
 """
 from __future__ import annotations
 
-import csv
-import re
+import os
 import secrets
 import sqlite3
 import sys
@@ -36,24 +45,24 @@ import nbformat
 from sqlalchemy.engine import make_url
 
 from .autograded import Recorder
-from .collection import (MAX_STUDENT_MB, CollectionError, exportable_id, extract_zip, find_submissions,
-                         read_submission_times, settle_times, shown, unmatched_times, without_assignments)
+from .collection import (MAX_STUDENT_MB, CollectionError, collect, exportable_id, read_submission_times, settle_times,
+                         shown, unmatched_times, with_times)
 from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
 from .gradebook import GradebookError, forget_times, has_assignment
+from .lms import MappingError, read_mapping
 from .notebook import merge, solution_sources
 from .pool import SlotError, SlotPool
+from .records import CHECK_COLUMNS, CSV_COLUMNS, ERRORS_LOG, RECORD, ClassRecords, write_checks, write_csv, write_errors
+from .records import _cell  # noqa: F401 (tests import it from here)
 from .release import release, source_notebook
 from .sandbox import Limits
 from .similarity import similarity_flags
 from .slot import unscored_row
 
-__all__ = ["grade", "GradingError", "CSV_COLUMNS"]
+__all__ = ["grade", "GradingError", "CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD"]
 
-CSV_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score", "flags", "cells"]
-CHECK_COLUMNS = ["student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated"]
-"""checks.csv: each check of each notebook (its test cell's grade id, the exercise key, visible or hidden), whether it
-passed, the catalogued mistake its failure named (empty: none named), and the forbidden operators that ran."""
-ERRORS_LOG = "grader-errors.log"
+# what tests and older callers import from here
+_write_csv, _write_checks, _write_errors = write_csv, write_checks, write_errors
 
 
 class GradingError(RuntimeError):
@@ -86,9 +95,37 @@ def _keep_a_copy(db_url: str) -> None:
             source.close()
 
 
+def _writable(out: Path) -> None:
+    """Refuse an ``out`` that cannot be made or written, before anything is: its nearest existing folder decides."""
+    existing = out
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise GradingError(f"cannot write the results to {out}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise GradingError(f"cannot write the results to {out}: {existing} is not writable")
+
+
+def _similarity_assets(assignments: set[str], assets: dict[str, tuple], root: Path) -> dict[str, tuple]:
+    """Source and released notebook of each assignment the class has rows of: this run's, and (read, not
+    released again) the others'; an assignment whose notebooks cannot be read is left out."""
+    found = {}
+    for assignment in sorted(assignments):
+        if assignment in assets:
+            found[assignment] = assets[assignment]
+            continue
+        try:
+            found[assignment] = (nbformat.read(source_notebook(assignment, root / "solutions"), 4),
+                                 nbformat.read(released_notebook(assignment, root), 4))
+        except (OSError, ValueError):  # gone from the course since: its rows keep the flags they have
+            continue
+    return found
+
+
 def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str | None = None,
           limits: Limits = Limits(), root: Path = ROOT, progress: bool = True, submitted_at: Path | None = None,
-          timezone: str = "UTC", max_submission_mb: float = MAX_STUDENT_MB) -> list[dict]:
+          timezone: str = "UTC", max_submission_mb: float = MAX_STUDENT_MB, layout: str = "auto",
+          mapping: Path | None = None, notes: list[str] = ()) -> list[dict]:
     """Grade every submission under ``submissions`` (folder or .zip); see the module docstring.
 
     Args:
@@ -97,40 +134,41 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
         submitted_at: the instructor's ``student_id, assignment, time`` file: the times the late policy uses
             (a time without a zone is in ``timezone``); default: the students' own ``timestamp.txt``.
         max_submission_mb: a student's notebooks together (all assignments): over it, none of them is read.
+        layout: ``auto`` (as the names show), ``nbgrader``, ``canvas``, ``moodle`` or ``blackboard``
+            (`autograde.collection.collect`).
+        mapping: the instructor's ``lms_name, student_id`` file (`autograde.lms.read_mapping`).
+        notes: lines for stderr once the submissions are found, before anything is graded (`before_grading`).
     Returns:
-        the rows written to ``out/grades.csv``, sorted by student and assignment.
+        this run's rows, as merged into ``out/grades.csv``, sorted by student and assignment.
     Raises:
         GradingError: nothing could be graded (and nothing was written).
     """
     out = out or root
     try:
         record = read_submission_times(submitted_at, timezone) if submitted_at is not None else None
-    except CollectionError as error:
+        names = read_mapping(mapping) if mapping is not None else None
+    except (CollectionError, MappingError) as error:
         raise GradingError(str(error)) from None
     config = nbgrader_config(db_url, root)
     db_url = config.CourseDirectory.db_url
     known = assignment_ids(root / "solutions")
     max_bytes, student_bytes = int(limits.notebook_mb * 2**20), int(max_submission_mb * 2**20)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise GradingError(f"cannot write the results to {out}: {error.strerror or error}") from None
+    _writable(out)
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            if submissions.suffix == ".zip" and submissions.is_file():
-                folder, found = extract_zip(submissions, Path(tmp) / "zip", known, max_bytes, student_bytes)
-            elif submissions.is_dir():
-                folder, found = submissions, {}
-            else:
-                raise CollectionError(f"{submissions} is neither a folder nor a .zip of one")
+            collected = collect(submissions, Path(tmp), known, max_bytes, student_bytes, layout, names, timezone)
         except CollectionError as error:
             raise GradingError(str(error)) from None
-        subs = settle_times(find_submissions(folder, known, max_bytes, found, student_bytes), record)
-        for name in without_assignments(folder, known):
-            print(f"not graded: {shown(name)}/ holds no folder named after an assignment ({', '.join(known)})",
-                  file=sys.stderr)
+        for note in [*notes, *collected.notes]:
+            print(note, file=sys.stderr)
+        record = with_times(record, collected.times, str(submissions))
+        subs = settle_times(collected.submissions, record)
         for student, assignment, line in unmatched_times(subs, record) if record else ():
             print(f"{record.source} line {line}: no submission of {assignment} by {shown(student)}", file=sys.stderr)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise GradingError(f"cannot write the results to {out}: {error.strerror or error}") from None
         _keep_a_copy(db_url)
         try:
             assets = _assets(sorted({s.assignment for s in subs}), db_url, root)
@@ -159,65 +197,82 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
                 rows = pool.grade(tasks, 2 * limits.notebook_timeout + 120, unscored, progress)
         except SlotError as error:
             raise GradingError(str(error)) from None
-    # each solution cell as released (the stub every student starts from) and as the instructor wrote it
-    stubs = {(a, g): code for a, (_, released) in assets.items() for g, code in solution_sources(released).items()}
-    solutions = {(a, g): code for a, (source, _) in assets.items() for g, code in solution_sources(source).items()}
-    for row, flags in zip(rows, similarity_flags(rows, stubs, solutions=solutions)):
-        row["flags"] = sorted({*row["flags"], *flags})
+    for row in rows:
         if not exportable_id(row["student_id"]):  # the gradebook refused it (`Recorder.record`), not nbgrader failed
             row["flags"] = sorted({*row["flags"], "unexportable-student-id"} - {"gradebook-error"})
+    records = ClassRecords(out)
+    # near copies, over the class's latest submissions: this run's rows and everyone else's, kept in RECORD
+    class_rows = records.class_rows(rows)
+    known_assets = _similarity_assets({r["assignment"] for r in class_rows}, assets, root)
+    class_rows = [r for r in class_rows if r["assignment"] in known_assets]
+    # each solution cell as released (the stub every student starts from) and as the instructor wrote it
+    stubs = {(a, g): code for a, (_, released) in known_assets.items()
+             for g, code in solution_sources(released).items()}
+    solutions = {(a, g): code for a, (source, _) in known_assets.items()
+                 for g, code in solution_sources(source).items()}
+    similar = {(r["student_id"], r["assignment"]): flags
+               for r, flags in zip(class_rows, similarity_flags(class_rows, stubs, solutions=solutions))}
+    records.merge(rows, similar)
     rows.sort(key=lambda r: (r["student_id"], r["assignment"]))
-    _write_csv(out / "grades.csv", rows)
-    _write_checks(out / "checks.csv", rows)
-    _write_errors(out / ERRORS_LOG, rows)
     return rows
 
 
-def _write_errors(path: Path, rows: list[dict]) -> None:
-    """The grader's own failures, each row's traceback under its student and assignment, where an instructor can
-    read why (a flag on the row says that one is there); no file when there were none."""
-    failed = [r for r in rows if r.get("errors")]
-    path.unlink(missing_ok=True)  # from an earlier run
-    if failed:
-        path.write_text("".join(f"== {shown(r['student_id'])} / {r['assignment']}\n" + "\n".join(r["errors"]) + "\n"
-                                for r in failed), encoding="utf-8", errors="backslashreplace")
-        print(f"the grader failed on {len(failed)} notebook(s): the tracebacks are in {path}", file=sys.stderr)
+# ---------------------------------------------------------------- what the command says
+
+GRADER_FAILURES = ("grader-error", "grader-crashed", "sandbox-failed", "gradebook-error", "feedback-error")
+SHOWN_ROWS, SHOWN_FLAGS = 8, 3  # of the flagged rows the summary names, and of each one's flags
 
 
-_FORMULA_START = re.compile(r"(?:^|(?<=[;,\r\n]))(?=[=+\-@\t\r])")
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
-def _cell(value: object) -> object:
-    """A CSV value a spreadsheet shows as text: a formula's first character (``=``, ``+``, ``-``, ``@``, a tab, a
-    carriage return) is escaped with a quote, at the start and wherever a reader may start a cell: after each ';',
-    where a spreadsheet whose locale separates lists with ';' (German or French Excel) does; after a ',' or a line
-    break, where one that ignores the quotes does."""
-    return _FORMULA_START.sub("'", value) if isinstance(value, str) else value
+def _gradebook(root: Path, db: str | None) -> str:
+    return nbgrader_config(db, root).CourseDirectory.db_url
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
-    partial = path.with_suffix(".csv.partial")
-    # A student folder whose name is not UTF-8 (os.listdir gives lone surrogates) is written escaped.
-    with partial.open("w", newline="", encoding="utf-8", errors="backslashreplace") as f:
-        writer = csv.DictWriter(f, CSV_COLUMNS)
-        writer.writeheader()
-        for row in rows:
-            cells = ";".join(f"{k}={v:g}" for k, v in row["cell_scores"].items())
-            values = {**{k: row[k] for k in CSV_COLUMNS if k not in ("cells", "flags")},
-                      "flags": ";".join(row["flags"]), "cells": cells}
-            writer.writerow({k: _cell(v) for k, v in values.items()})
-    partial.replace(path)  # atomic: a reader never sees half a file
+def before_grading(root: Path, db: str | None, out: Path, limits: Limits) -> list[str]:
+    """What the instructor should know before a run: where the scores go when ``out`` is not the course root, and
+    that the nbgrader config's ``c.Execute.timeout`` (nbgrader's kernel's) is not the cell timeout."""
+    config = nbgrader_config(db, root)
+    notes = []
+    if out.resolve() != root.resolve() and db is None:
+        notes.append(f"note: --out {out} receives the files; the scores go to the course's gradebook, "
+                     f"{config.CourseDirectory.db_url}, as always (--db names another)")
+    timeout = config.Execute.get("timeout") if "Execute" in config else None
+    if timeout is not None and timeout != limits.cell_timeout:
+        notes.append(f"note: the nbgrader config's c.Execute.timeout = {timeout} is not used (grading runs no kernel): "
+                     f"a cell may run {limits.cell_timeout:g} s (--cell-timeout)")
+    return notes
 
 
-def _write_checks(path: Path, rows: list[dict]) -> None:
-    partial = path.with_suffix(".csv.partial")
-    with partial.open("w", newline="", encoding="utf-8", errors="backslashreplace") as f:
-        writer = csv.DictWriter(f, CHECK_COLUMNS)
-        writer.writeheader()
-        for row in rows:
-            for check in row.get("checks", ()):
-                values = {"student_id": row["student_id"], "assignment": row["assignment"], **check,
-                          "hidden": int(check["hidden"]), "passed": int(check["passed"]),
-                          "mistake": check["mistake"] or "", "delegated": ";".join(check["delegated"])}
-                writer.writerow({k: _cell(values[k]) for k in CHECK_COLUMNS})
-    partial.replace(path)
+def _row_flags(flags: list[str], common: set[str]) -> list[str]:
+    """A row's flags as the summary names them: the grader's own failures first, near copies last."""
+    own = [f for f in flags if f not in common]
+    return sorted(own, key=lambda f: (f not in GRADER_FAILURES, f.startswith("similar-to:"), f))
+
+
+def summary(rows: list[dict], out: Path, root: Path, db: str | None = None) -> str:
+    """The end of a run, for the terminal: how many were graded, who is flagged and why (a flag every row has,
+    once), and where everything is."""
+    several = len({r["assignment"] for r in rows}) > 1
+    common = set.intersection(*(set(r["flags"]) for r in rows)) if len(rows) > 1 else set()
+    flagged = [(r, _row_flags(r["flags"], common)) for r in rows]
+    flagged = [(r, flags) for r, flags in flagged if flags]
+    said = [f"graded {_count(len(rows), 'notebook')}"]
+    if common:
+        said.append(f"every one flagged {', '.join(sorted(common))}")
+    if flagged:
+        names = []
+        for row, flags in flagged[:SHOWN_ROWS]:
+            who = shown(row["student_id"]) + (f" {row['assignment']}" if several else "")
+            more = f" +{len(flags) - SHOWN_FLAGS}" if len(flags) > SHOWN_FLAGS else ""
+            names.append(f"{who} ({', '.join(flags[:SHOWN_FLAGS])}{more})")
+        rest = f" … and {len(flagged) - SHOWN_ROWS} more" if len(flagged) > SHOWN_ROWS else ""
+        said.append(f"{len(flagged)} flagged{' besides' if common else ''}: {', '.join(names)}{rest}")
+    elif not common:
+        said.append("none flagged")
+    return ("; ".join(said) + f"\nthe class's rows → {out / 'grades.csv'} (flags: look at them), "
+            f"{out / 'checks.csv'}; "
+            f"notebooks as they ran → {out / 'autograded'}; feedback → {out / 'feedback'}; scores → "
+            f"{_gradebook(root, db)}")

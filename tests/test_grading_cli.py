@@ -76,12 +76,17 @@ def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path, bwrap_refused):
 
 @pytest.mark.slow
 def test_a_folder_name_reaches_the_terminal_as_text_not_as_escape_sequences(tmp_path, bwrap_refused):
-    """A student folder without its assignment is named on stderr; a name that clears the screen or
-    reverses the text around it is shown with its codes instead."""
+    """A student folder without its assignment is named on stderr (beside others' submissions, or as all there
+    was); a name that clears the screen or reverses the text around it is shown with its codes instead."""
     course = make_course(tmp_path / "course", [A])
     release([A], root=course)
     name = "\x1b[2J\x1b[Hmallory\u202e"
     write_submission(tmp_path / "subs", name, f"{A} (1)", solved_notebook(A, root=course))
+    result = _cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
+                  env=bwrap_refused)
+    assert result.returncode == 2 and "found 1 folder (\\x1b[2J\\x1b[Hmallory\\u202e/) holding no folder named " \
+        "after an assignment" in result.stderr and "\x1b" not in result.stderr
+    write_submission(tmp_path / "subs", "honest", A, solved_notebook(A, root=course))
     result = _cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
                   env=bwrap_refused)
     assert "not graded: \\x1b[2J\\x1b[Hmallory\\u202e/" in result.stderr

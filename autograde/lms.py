@@ -1,0 +1,175 @@
+"""Reading the names an LMS gives the files of a download: who handed in what, and when.
+
+nbgrader's ``zip_collect`` reads such names with one regular expression of named groups
+(``FileNameCollectorPlugin.named_regexp``: ``student_id``, ``file_id``, optionally ``timestamp``); its own
+example is Blackboard's ``ps1_hacker_attempt_2016-01-30-20-30-10_problem1.ipynb``. Here each LMS has its
+pattern (`PATTERNS`), tried on the file's path within the download:
+
+* **Canvas** ("Download Submissions"): a flat zip of ``<name>_<user id>_<submission id>_<file>``, where
+  ``<name>`` is the student's sortable name, lowercased, without punctuation (``doejane``) and a late
+  submission has ``LATE`` after it (``doejane_LATE_1234_5678_ch01_attention.ipynb``). The marker says only that
+  Canvas thought it late (flag ``lms-late``); it carries no time.
+* **Moodle** ("Download all submissions"): a folder per submission,
+  ``<Full Name>_<participant id>_assignsubmission_file_/<file>`` (or, unticking "Download submissions in
+  folders", the same as one flat name).
+* **Blackboard** ("Download Assignment"): a flat zip of ``<assignment>_<user>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>``
+  beside a ``.txt`` receipt per attempt. The attempt's time is the LMS's record, which the student cannot write:
+  it is the submission's time (in ``--timezone``; the latest attempt is graded).
+
+The assignment is the known assignment id the file's name contains (a student's ``ch01_attention (2).ipynb``,
+``ch01_attention-1.ipynb`` as Canvas renames a second upload), else the one its chapter (``ch01``, ``Chapter 1``)
+names, in the file's name or in the LMS's name for the assignment (Blackboard's); a download that names one
+assignment only is that assignment's, so a notebook a student renamed (``homework.ipynb``) is graded as it.
+"""
+from __future__ import annotations
+
+import csv
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+__all__ = ["LAYOUTS", "Found", "parse", "assignment_of", "default_id", "read_mapping", "EXPECTED", "MappingError"]
+
+LAYOUTS = ("nbgrader", "canvas", "moodle", "blackboard")
+LMS_LAYOUTS = ("blackboard", "moodle", "canvas")  # as a name is tried: those whose names say so before Canvas's
+
+PATTERNS = {
+    "blackboard": re.compile(r"^(?P<hint>.+?)_(?P<name>[^_/]+)_attempt_(?P<time>\d{4}(?:-\d{2}){5})(?:_(?P<file>[^/]+))?$"),
+    "moodle": re.compile(r"^(?P<name>[^/]+?)_(?P<number>\d+)_assignsubmission_file_(?:/(?:[^/]+/)*)?(?P<file>[^/]+)$"),
+    "canvas": re.compile(r"^(?P<name>[^_/]+)_(?:(?P<late>late)_)?(?P<number>\d+)_(?P<submission>\d+)_(?P<file>[^/]+)$",
+                         re.IGNORECASE),
+}
+"""Each LMS's names, as this module reads them (a path in the download, ``/`` between folders)."""
+
+EXPECTED = {
+    "nbgrader": "<student>/<assignment>/<assignment>.ipynb (nbgrader's submitted/)",
+    "canvas": "<name>_<userid>_<submissionid>_<file>.ipynb (Canvas)",
+    "moodle": "<Full Name>_<id>_assignsubmission_file_/<file>.ipynb (Moodle)",
+    "blackboard": "<assignment>_<user>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>.ipynb (Blackboard)",
+}
+"""What each layout looks like, for the line that says a download is laid out otherwise."""
+
+BLACKBOARD_TIME = "%Y-%m-%d-%H-%M-%S"
+
+
+class MappingError(ValueError):
+    """The ``--mapping`` file cannot be read."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """One notebook of an LMS download, as its name tells."""
+    path: str  # within the download
+    layout: str
+    name: str  # the student as the LMS names them: Canvas's "doejane", Moodle's "Jane Doe", Blackboard's user
+    number: str  # the LMS's number for them ("" for Blackboard): Canvas's user id, Moodle's participant id
+    file: str  # the name the student gave the file
+    hint: str = ""  # the LMS's name for the assignment (Blackboard's)
+    time: datetime | None = None  # naive: in the download's time zone (Blackboard's attempt)
+    late: bool = False  # Canvas's LATE marker
+
+    @property
+    def copy(self) -> int:
+        """Canvas renames a student's second upload of a name ``name-1.ipynb``: the later, the higher."""
+        match = re.search(r"-(\d+)\.ipynb$", self.file)
+        return int(match.group(1)) if match else 0
+
+
+def parse(layout: str, path: str) -> Found | None:
+    """``path`` (a notebook in a download) read as ``layout`` names it; None if it is not so named."""
+    match = PATTERNS[layout].match(path)
+    if not match or not match.group("file") or not match.group("file").lower().endswith(".ipynb"):
+        return None
+    groups = match.groupdict()
+    time = None
+    if groups.get("time"):
+        try:
+            time = datetime.strptime(groups["time"], BLACKBOARD_TIME)
+        except ValueError:  # 2026-13-45-…: not a time, so not Blackboard's name
+            return None
+    return Found(path, layout, groups["name"].strip(), groups.get("number") or "", groups["file"],
+                 groups.get("hint") or "", time, bool(groups.get("late")))
+
+
+_COPY_SUFFIX = re.compile(r"(?:-\d+|\s*\(\d+\))+$")  # Canvas's "-1", a browser's " (1)"
+_CHAPTER = re.compile(r"(?:^|[^a-z0-9])ch(?:apter)?[\s_-]*0*(\d{1,2})(?![0-9])")
+
+
+def assignment_of(file: str, hint: str, known: list[str]) -> str | None:
+    """The assignment a notebook named ``file`` is for: the longest known id in its name (case and Canvas's
+    or a browser's copy number aside), else the one assignment of the chapter its name or ``hint`` names."""
+    stem = _COPY_SUFFIX.sub("", re.sub(r"\.ipynb$", "", file, flags=re.IGNORECASE)).lower()
+    named = [a for a in known if a.lower() in stem]
+    if named:
+        return max(named, key=len)
+    for text in (stem, hint.lower()):
+        match = _CHAPTER.search(text)
+        if match:
+            of_chapter = [a for a in known if a.lower().startswith(f"ch{int(match.group(1)):02d}_")]
+            if len(of_chapter) == 1:
+                return of_chapter[0]
+    return None
+
+
+def default_id(name: str, number: str = "") -> str:
+    """A student id from the LMS's name for them when no mapping gives one: a space becomes ``_``, and what
+    nbgrader could not export (`autograde.collection.exportable_id`) is left out ("Seán O'Brien" is
+    ``Seán_OBrien``); the LMS's number when nothing is left."""
+    from .collection import FORMULA_START, ID_PUNCTUATION, exportable_id
+
+    def allowed(char: str) -> bool:
+        category = unicodedata.category(char)
+        return category[0] == "L" or category in ("Nd", "Mn", "Mc") or char in ID_PUNCTUATION
+
+    kept = "".join(c for c in "_".join(unicodedata.normalize("NFC", name).split()) if allowed(c))
+    while kept and (kept[0] in FORMULA_START or unicodedata.category(kept[0]) in ("Mn", "Mc")):
+        kept = kept[1:]
+    return kept if kept and exportable_id(kept) else number or kept
+
+
+def read_mapping(path: Path) -> dict[str, str]:
+    """The instructor's ``lms_name, student_id`` file (a header row, further columns ignored): the student id
+    each LMS name (or LMS number: Canvas's user id, Moodle's participant id) is graded under.
+
+    Raises:
+        MappingError: the file cannot be read, lacks a column, or maps one name to two ids; the message names
+            the line.
+    """
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise MappingError(f"cannot read the mapping {path}: {getattr(error, 'strerror', None) or error}") from None
+    header = [cell.strip().lower() for cell in rows[0]] if rows else []
+    if "lms_name" not in header or "student_id" not in header:
+        raise MappingError(f"{path} line 1: the header must name the columns lms_name, student_id "
+                           f"(it names {', '.join(header) or 'nothing'})")
+    name_at, id_at = header.index("lms_name"), header.index("student_id")
+    mapping: dict[str, tuple[str, int]] = {}
+    for line, row in enumerate(rows[1:], start=2):
+        cells = [*row, *[""] * len(header)]
+        name, student = _nfc(cells[name_at]), _nfc(cells[id_at])
+        if not name and not student:
+            continue
+        if not name or not student:
+            raise MappingError(f"{path} line {line}: an lms_name without a student_id, or a student_id without one")
+        if name in mapping and mapping[name][0] != student:
+            raise MappingError(f"{path} line {line}: {name} is mapped to {mapping[name][0]} on line "
+                               f"{mapping[name][1]} already")
+        mapping.setdefault(name, (student, line))
+    return {name: student for name, (student, _) in mapping.items()}
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", " ".join(text.split()))
+
+
+def mapped(mapping: dict[str, str], name: str, number: str = "") -> str | None:
+    """The student id ``mapping`` gives the LMS's ``name`` (or its ``number``), case aside; None if none."""
+    for key in (_nfc(name), number):
+        if key and key in mapping:
+            return mapping[key]
+    folded = {k.casefold(): v for k, v in mapping.items()}
+    return folded.get(_nfc(name).casefold())

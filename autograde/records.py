@@ -1,0 +1,218 @@
+"""The class's records in OUT, which every grading run merges into instead of replacing.
+
+A run grades some (student, assignment) submissions: one student handed in again, one chapter was collected.
+Their rows replace the rows those submissions had in ``grades.csv``, ``checks.csv`` and ``grader-errors.log``;
+everyone else's rows stay as they were, byte for byte but for their ``similar-to:`` flags, which are computed
+again over the whole class's latest submissions (`autograde.similarity`): a regrade of one student compares them
+with everyone, and a student who copied from them keeps (or loses) that flag. What the comparison needs, each
+row's solution cells and flags, is kept between runs in `RECORD` (``OUT/grading-record.json``, git-ignored: it
+holds the students' code). Each file is written whole beside the old one and then put in its place, so a reader
+never sees half of one. A row graded before `RECORD` existed keeps its flags as written until it is graded again.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+from .collection import shown
+from .similarity import is_similarity
+
+__all__ = ["CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD", "ClassRecords", "write_csv", "write_checks",
+           "write_errors", "as_written"]
+
+CSV_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score", "flags", "cells"]
+CHECK_COLUMNS = ["student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated"]
+"""checks.csv: each check of each notebook (its test cell's grade id, the exercise key, visible or hidden), whether it
+passed, the catalogued mistake its failure named (empty: none named), and the forbidden operators that ran."""
+ERRORS_LOG = "grader-errors.log"
+RECORD = "grading-record.json"
+RECORD_VERSION = 1
+
+_FORMULA_START = re.compile(r"(?:^|(?<=[;,\r\n]))(?=[=+\-@\t\r])")
+
+
+def _cell(value: object) -> object:
+    """A CSV value a spreadsheet shows as text: a formula's first character (``=``, ``+``, ``-``, ``@``, a tab, a
+    carriage return) is escaped with a quote, at the start and wherever a reader may start a cell: after each ';',
+    where a spreadsheet whose locale separates lists with ';' (German or French Excel) does; after a ',' or a line
+    break, where one that ignores the quotes does. Escaping what is escaped changes nothing."""
+    return _FORMULA_START.sub("'", value) if isinstance(value, str) else value
+
+
+def as_written(text: str) -> str:
+    """``text`` as a CSV of `write_csv` holds it (and reads back): escaped (`_cell`), a lone surrogate (a folder
+    name that is not UTF-8) as its code."""
+    return _cell(text).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _replace(path: Path, write, mode: int = 0o644) -> None:
+    """Write ``path`` through ``write(file)`` into a file beside it (made with ``mode``, less the umask), then put
+    that in its place (atomic)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.unlink(missing_ok=True)  # a run that died left it, perhaps with another mode
+    with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w", newline="", encoding="utf-8",
+              errors="backslashreplace") as f:
+        write(f)
+    partial.replace(path)
+
+
+def _csv_row(row: dict) -> dict:
+    cells = ";".join(f"{k}={v:g}" for k, v in row["cell_scores"].items())
+    values = {**{k: row[k] for k in CSV_COLUMNS if k not in ("cells", "flags")}, "flags": ";".join(row["flags"]),
+              "cells": cells}
+    return {k: _cell(v) for k, v in values.items()}
+
+
+def _check_rows(row: dict) -> list[dict]:
+    found = []
+    for check in row.get("checks", ()):
+        values = {"student_id": row["student_id"], "assignment": row["assignment"], **check,
+                  "hidden": int(check["hidden"]), "passed": int(check["passed"]), "mistake": check["mistake"] or "",
+                  "delegated": ";".join(check["delegated"])}
+        found.append({k: _cell(values[k]) for k in CHECK_COLUMNS})
+    return found
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """``grades.csv`` of ``rows`` (as grading returns them), replacing what is there."""
+    _write_dicts(path, CSV_COLUMNS, [_csv_row(row) for row in rows])
+
+
+def write_checks(path: Path, rows: list[dict]) -> None:
+    """``checks.csv`` of ``rows``' checks, replacing what is there."""
+    _write_dicts(path, CHECK_COLUMNS, [check for row in rows for check in _check_rows(row)])
+
+
+def _write_dicts(path: Path, columns: list[str], rows: list[dict]) -> None:
+    def write(f):
+        writer = csv.DictWriter(f, columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    _replace(path, write)
+
+
+def _read_dicts(path: Path) -> list[dict]:
+    """The rows of a CSV this module wrote (none if there is no file)."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except FileNotFoundError:
+        return []
+
+
+_ERROR_HEADER = re.compile(r"^== (.*) / ([^/\n]*)\n", re.M)
+
+
+def _read_errors(path: Path) -> dict[tuple[str, str], str]:
+    """The sections of a grader-errors.log, by (student as shown, assignment)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="backslashreplace")
+    except FileNotFoundError:
+        return {}
+    heads = list(_ERROR_HEADER.finditer(text))
+    return {(h.group(1), h.group(2)): text[h.start():heads[i + 1].start() if i + 1 < len(heads) else len(text)]
+            for i, h in enumerate(heads)}
+
+
+class ClassRecords:
+    """What OUT holds of the class (`RECORD`, ``grades.csv``, ``checks.csv``, ``grader-errors.log``), read once;
+    `merge` puts a run's rows in and writes them all back."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.grades = _read_dicts(out / "grades.csv")
+        self.checks = _read_dicts(out / "checks.csv")
+        self.errors = _read_errors(out / ERRORS_LOG)
+        self.record = self._read_record()
+
+    def _read_record(self) -> dict[tuple[str, str], dict]:
+        """(student_id, assignment) → {"code": grade_id → source, "flags": [...]}, as the run that graded it last
+        left it."""
+        try:
+            data = json.loads((self.out / RECORD).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as error:
+            print(f"{self.out / RECORD} cannot be read ({error}): the rows graded before compare with no one "
+                  "until they are graded again", file=sys.stderr)
+            return {}
+        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
+            return {}
+        return {(entry["student_id"], entry["assignment"]): {"code": entry.get("code", {}),
+                                                             "flags": entry.get("flags", [])}
+                for entry in data.get("rows", []) if isinstance(entry, dict)}
+
+    def class_rows(self, rows: list[dict]) -> list[dict]:
+        """Every row the class's similarity is computed over: this run's ``rows`` and the latest of everyone
+        else's (``student_id``, ``assignment``, ``code``)."""
+        graded = {(r["student_id"], r["assignment"]) for r in rows}
+        kept = [{"student_id": s, "assignment": a, "code": entry["code"]}
+                for (s, a), entry in self.record.items() if (s, a) not in graded]
+        return [*rows, *kept]
+
+    def merge(self, rows: list[dict], similar: dict[tuple[str, str], set[str]]) -> None:
+        """Put this run's ``rows`` (their flags final but for similarity) in, each row of the class getting the
+        ``similar-to:`` flags in ``similar`` ((student_id, assignment) → flags), and write OUT's files."""
+        for row in rows:
+            row["flags"] = sorted({*(f for f in row["flags"] if not is_similarity(f)),
+                                   *similar.get((row["student_id"], row["assignment"]), ())})
+        graded = {(r["student_id"], r["assignment"]) for r in rows}
+        written = {(as_written(s), as_written(a)): (s, a) for s, a in graded}
+        # everyone else's rows stay; the flags of those the record has are theirs again, with today's similarity
+        for key, entry in self.record.items():
+            if key not in graded and key in similar:  # (an assignment gone from the course keeps what it had)
+                entry["flags"] = sorted({*(f for f in entry["flags"] if not is_similarity(f)), *similar.get(key, ())})
+        by_written = {(as_written(s), as_written(a)): entry for (s, a), entry in self.record.items()}
+        grades = []
+        for old in self.grades:
+            key = (old.get("student_id", ""), old.get("assignment", ""))
+            if key in written:
+                continue
+            if key in by_written:
+                old = {**old, "flags": _cell(";".join(by_written[key]["flags"]))}
+            grades.append(old)
+        grades += [_csv_row(row) for row in rows]
+        grades.sort(key=lambda r: (r.get("student_id", ""), r.get("assignment", "")))
+        checks = [c for c in self.checks if (c.get("student_id", ""), c.get("assignment", "")) not in written]
+        checks += [check for row in rows for check in _check_rows(row)]
+        checks.sort(key=lambda r: (r.get("student_id", ""), r.get("assignment", "")))  # stable: a notebook's order
+        for row in rows:
+            self.record[(row["student_id"], row["assignment"])] = {"code": row.get("code", {}), "flags": row["flags"]}
+        self._write_record()
+        _write_dicts(self.out / "grades.csv", CSV_COLUMNS, grades)
+        _write_dicts(self.out / "checks.csv", CHECK_COLUMNS, checks)
+        self._write_errors(rows)
+
+    def _write_record(self) -> None:
+        entries = [{"student_id": s, "assignment": a, **entry} for (s, a), entry in sorted(self.record.items())]
+        # the students' code: for the instructor only
+        _replace(self.out / RECORD, lambda f: json.dump({"version": RECORD_VERSION, "rows": entries}, f), 0o600)
+
+    def _write_errors(self, rows: list[dict]) -> None:
+        graded = {(shown(r["student_id"]), r["assignment"]) for r in rows}
+        write_errors(self.out / ERRORS_LOG, rows, {key: text for key, text in self.errors.items() if key not in graded})
+
+
+def write_errors(path: Path, rows: list[dict], kept: dict[tuple[str, str], str] | None = None) -> None:
+    """The grader's own failures, each row's traceback under its student and assignment, where an instructor can
+    read why (a flag on the row says that one is there): ``rows``' and the ``kept`` sections of rows not graded
+    now; no file when there are none."""
+    sections = dict(kept or {})
+    failed = [r for r in rows if r.get("errors")]
+    for r in failed:
+        sections[(shown(r["student_id"]), r["assignment"])] = (
+            f"== {shown(r['student_id'])} / {r['assignment']}\n" + "\n".join(r["errors"]) + "\n")
+    if not sections:
+        path.unlink(missing_ok=True)
+        return
+    _replace(path, lambda f: f.write("".join(text for _, text in sorted(sections.items()))))
+    if failed:
+        print(f"the grader failed on {_count(len(failed), 'notebook')}: the tracebacks are in {path}", file=sys.stderr)
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"
