@@ -31,7 +31,9 @@ its kernel.
 from __future__ import annotations
 
 import datetime
+import functools
 import glob
+import json
 import logging
 import os
 import shutil
@@ -54,7 +56,7 @@ from .notebook import GradedCell
 
 __all__ = ["executed_notebook", "write_executed", "stage_files", "Recorder", "nbgrader_log", "literal_glob",
            "SandboxOnly", "SANDBOX_ONLY", "FLAG_NOTES", "UNFLAGGED", "grader_note", "flag_submissions",
-           "keep_submission"]
+           "keep_submission", "shared_gradebook"]
 
 SANDBOX_ONLY = ("Refused: nbgrader's autograde would run the students' code in an ordinary kernel,\n"
                 "with your files and your rights, outside the course's sandbox.\n"
@@ -293,23 +295,38 @@ def _cell_order(out: Path | None, student: str, assignment: str, notebook: str) 
     if out is None:
         return []
     try:
-        nb = nbformat.read(out / "autograded" / student / assignment / f"{notebook}.ipynb", as_version=4)
-    except (OSError, ValueError):
+        with (out / "autograded" / student / assignment / f"{notebook}.ipynb").open(encoding="utf-8") as f:
+            cells = json.load(f).get("cells", [])
+        return [((c.get("metadata") or {}).get("nbgrader") or {}).get("grade_id", "") for c in cells]
+    except (OSError, ValueError, AttributeError):
         return []
-    return [c.metadata.get("nbgrader", {}).get("grade_id", "") for c in nb.cells]
+
+
+@functools.lru_cache(maxsize=None)
+def shared_gradebook(db_url: str):
+    """One nbgrader ``Gradebook`` for the process and ``db_url``: SQLAlchemy then compiles each query once, where a
+    gradebook opened per notebook (as nbgrader's ``GetGrades`` does) compiled them all again, most of what reading a
+    notebook's grades cost. Whoever uses it ends their transaction (commit or rollback) before returning, and
+    starts with a rollback, so that it reads what other connections committed and SQLite holds no lock between
+    notebooks."""
+    from nbgrader.api import Gradebook
+
+    from .course import tools_on_path
+
+    tools_on_path()
+    return Gradebook(db_url)
 
 
 def flag_submissions(db_url: str, flagged: Iterable[tuple[str, str, Iterable[str]]], out: Path | None = None) -> None:
     """For each ``(student, assignment, flags)`` the gradebook has: formgrader's "Flagged?" (set by any flag but
     the `UNFLAGGED` ones, cleared otherwise: each grading run decides it anew) and the grader's note (`grader_note`)
-    as the automatic comment of the notebook's first solution cell, after nbgrader's own ("No response."). ``out``:
-    where the autograded notebooks are, for the order of the cells."""
-    from nbgrader.api import Gradebook, MissingEntry
+    as the automatic comment of the notebook's first solution cell, after nbgrader's own ("No response."); an
+    earlier run's note goes. ``out``: where the autograded notebooks are, for the order of the cells."""
+    from nbgrader.api import MissingEntry
 
-    from .course import tools_on_path
-
-    tools_on_path()
-    with Gradebook(db_url) as gb:
+    gb = shared_gradebook(db_url)
+    gb.db.rollback()
+    try:
         for student, assignment, flags in flagged:
             flags = set(flags)
             try:
@@ -330,6 +347,9 @@ def flag_submissions(db_url: str, flagged: Iterable[tuple[str, str, Iterable[str
                     comment = comments[first[0]]
                     comment.auto_comment = "\n\n".join(filter(None, [comment.auto_comment, note]))
         gb.db.commit()
+    except BaseException:
+        gb.db.rollback()
+        raise
 
 
 def _time(folder: Path, notebook: Path) -> tuple[datetime.datetime | None, datetime.datetime | None]:
