@@ -44,7 +44,7 @@ from pathlib import Path
 import nbformat
 from sqlalchemy.engine import make_url
 
-from .autograded import Recorder
+from .autograded import Recorder, flag_submissions
 from .collection import (MAX_STUDENT_MB, CollectionError, collect, exportable_id, read_submission_times, settle_times,
                          shown, unmatched_times, with_times)
 from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
@@ -213,6 +213,9 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
     similar = {(r["student_id"], r["assignment"]): flags
                for r, flags in zip(class_rows, similarity_flags(class_rows, stubs, solutions=solutions))}
     records.merge(rows, similar)
+    # formgrader's "Flagged?" and its note, similarity's included, for every row of the class the gradebook has
+    flag_submissions(db_url, [(s, a, entry["flags"]) for (s, a), entry in records.record.items() if exportable_id(s)],
+                     out)
     rows.sort(key=lambda r: (r["student_id"], r["assignment"]))
     return rows
 

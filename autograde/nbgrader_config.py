@@ -27,7 +27,9 @@ c.CourseDirectory.feedback_directory = "feedback"
 # The MyST sources are the notebooks' text form; only the generated .ipynb are released.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.md"]
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
-c.Execute.timeout = 60
+# `nbgrader export` writes its CSV at the course root, wherever it is run: never grades.csv, the grader's own,
+# nor a file inside the package
+c.ExportPlugin.to = os.path.join(ROOT, "nbgrader-export.csv")
 
 # One feedback page: generate_feedback (after grading by hand in formgrader) writes the page that
 # `python -m autograde grade` writes, with the course's exporter and template (autograde/feedback.py,
