@@ -60,7 +60,7 @@ from .messages import N_, _
 
 __all__ = [
     "Call", "Case", "Mistake", "Exercise", "ModuleAdapter", "FunctionAdapter", "CheckFailed", "Report",
-    "Candidate", "LocalCandidate", "check", "get_exercise", "passed_line", "randn", "random_dims",
+    "Candidate", "LocalCandidate", "check", "get_exercise", "one_thread", "passed_line", "randn", "random_dims",
 ]
 
 FIX_PREFIX = N_("How to fix it: ")
@@ -190,7 +190,7 @@ class Exercise:
         if not isinstance(candidate, Candidate):
             candidate = LocalCandidate(candidate)
         seed = random.SystemRandom().randrange(2**31) if seed is None else seed
-        with _one_thread():
+        with one_thread():
             return self._run(candidate, hidden, seed, reveal_fix)
 
     def _run(self, candidate: Candidate, hidden: bool, seed: int, reveal_fix: bool) -> Report:
@@ -225,7 +225,7 @@ class Exercise:
 
 
 @contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
+def one_thread() -> Iterator[None]:
     """PyTorch on one thread while a check runs: its tensors are tiny, and on a machine doing other work a pool of
     threads waits at every operation for the one the system has put aside (a failing training check took 19.9 s
     beside other work with two threads, 2.8 s with one)."""

@@ -5,13 +5,10 @@ mistake, naming that mistake and giving its hint.
 """
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from types import ModuleType
 
-import torch
 
-from autograde.checking import Exercise, Mistake
+from autograde.checking import Exercise, Mistake, one_thread
 
 __all__ = ["exercise_params", "mistake_params", "assert_passes", "assert_fails_with_hint", "assert_named",
            "one_thread"]
@@ -58,13 +55,3 @@ def assert_fails_with_hint(exercise: Exercise, mistake: Mistake) -> None:
         assert mistake.hint in report.message
 
 
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """torch on one thread inside the block. The checks' tensors are tiny; on shared cores the
-    threads of every small op wait for each other (chapter 8's proofs ran ten times slower)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
