@@ -148,3 +148,13 @@ def test_cached_attention_with_a_square_causal_mask_is_named():
 
     assert_named(chapter.CACHED_ATTENTION, cached_attention, "square (T, T) causal mask instead of (T, S + T)",
                  range(5))
+
+
+@pytest.mark.parametrize("mistake", ["blocks taken along the last axis (dim ignored)",
+                                     "NaN for −inf entries (masked scores)"])
+def test_online_softmax_ignoring_dim_or_without_the_minus_inf_guard_fails_the_visible_check_on_every_seed(mistake):
+    """The notebook warns of both: a student learns of them before grading (they passed the one visible case)."""
+    impl = next(m.impl for m in chapter.ONLINE_SOFTMAX.mistakes if m.name == mistake)
+    for seed in range(5):
+        report = chapter.ONLINE_SOFTMAX.run(impl, seed=seed)
+        assert not report.passed and report.mistake == mistake, (seed, report.message)
