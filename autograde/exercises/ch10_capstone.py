@@ -392,13 +392,14 @@ def _step_inputs(first_step: int, warmup: int, factor: float = 1.0, smoothing: f
 def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pad: bool = False,
                smoothed: bool = True, annotated_smoothing: bool = False, from_one: bool = True, set_lr: str = "before", zero_grad: str = "before",
                train_mode: bool = True, use_factor: bool = True, summed: bool = False, warmup_power: float = 1.5,
-               clip: float | None = None):
+               clip: float | None = None, default_smoothing: bool = False):
     """A training step with one thing done wrong (the keywords say which). ``set_lr``: the rate given to
     the optimizer "before" its step (right), "after" it, or "never"; ``zero_grad``: "before" backward
     (right), "between" backward and the step, or "never"; ``warmup_power``: the power of warmup in the
     schedule's rising term (1.5 is right); ``clip``: a gradient-norm clip before the step;
     ``annotated_smoothing``: The Annotated Transformer's smoothing (ε/(V − 2) on the other tokens, none on PAD,
-    a KL divergence summed and divided by the real positions)."""
+    a KL divergence summed and divided by the real positions); ``default_smoothing``: the loss's own default ε = 0.1
+    instead of the ``smoothing`` the step is given."""
     def step_fn(model, optimizer, batch, step, *, d_model, warmup, factor=1.0, smoothing=0.1):
         if train_mode:
             model.train()
@@ -409,7 +410,7 @@ def _step_with(*, shift: str = "right", ignore_pad: bool = True, smoothing_on_pa
         logits = model(batch["src"], inp, batch["src_mask"])  # (B, T, V)
         if shift == "whole":
             logits = logits[:, :-1]  # the last position's prediction, past EOS, dropped
-        epsilon = smoothing if smoothed else 0.0
+        epsilon = (0.1 if default_smoothing else smoothing) if smoothed else 0.0
         if annotated_smoothing:
             log_probs = logits.log_softmax(-1).flatten(0, 1)  # (B·T, V)
             true_dist = torch.full_like(log_probs, epsilon / (log_probs.shape[-1] - 2))
@@ -458,7 +459,8 @@ TRAIN_STEP = Exercise(
     arg_names=("model", "src", "src_mask", "tgt"),
     shapes=[dict(K=2, B=1, S=2, T=3), dict(K=2, B=2, S=4, T=5), dict(K=2, B=4, S=6, T=7)],
     visible=[Case("steps 3 and 4 (warmup 8), padded targets"),
-             Case("the first two steps, step = 0 and 1", inputs=_step_inputs(first_step=0, warmup=8))],
+             Case("the first two steps, step = 0 and 1, ε = 0.2",
+                  inputs=_step_inputs(first_step=0, warmup=8, smoothing=0.2))],
     hidden=[
         Case("random sizes, three steps after warmup, factor 2, ε = 0.2",
              dims=random_dims(K=(3, 3), B=(1, 5), S=(1, 8), T=(3, 8)),
@@ -512,6 +514,10 @@ TRAIN_STEP = Exercise(
                 "the target distribution is smoothed: 1 − ε + ε/V on the right token and ε/V on every token, "
                 "with ε the `smoothing` argument.",
                 "label_smoothed_cross_entropy(logits, target, smoothing, PAD_ID)  # smoothing, not 0"),
+        Mistake("ε not passed on to the loss", _step_with(default_smoothing=True),
+                "`smoothing` is an argument of train_step: the loss used its own default ε = 0.1 instead of the ε "
+                "the step is given.",
+                "label_smoothed_cross_entropy(logits, target, smoothing, PAD_ID)  # the step's smoothing"),
         Mistake("learning rate of the wrong step (counted from 0)", _step_with(from_one=False),
                 "`step` counts the steps before this one (0 for the first) while the schedule counts from 1, so "
                 "each step got the previous step's rate.", "lr = factor * noam_lr(step + 1, d_model, warmup)"),
