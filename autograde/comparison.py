@@ -76,6 +76,22 @@ def _said(what: str, singular: str, plural: str) -> str:
     return _(template)
 
 
+def _layout(got: tuple[int, ...], expected: tuple[int, ...]) -> str:
+    """What a wrong shape made of the right sizes usually means: axes swapped or reordered, or the right values
+    split or merged along the wrong axes (``view`` where a ``transpose`` was needed)."""
+    got, expected = tuple(got), tuple(expected)
+    if len(got) == len(expected) and sorted(got) == sorted(expected):
+        differ = [i for i in range(len(got)) if got[i] != expected[i]]
+        if len(differ) == 2:
+            return _("; the same sizes with axes {i} and {j} swapped: a transpose missing, or one too many").format(
+                i=differ[0], j=differ[1])
+        return _("; the same sizes in another order: a permute or transpose of the wrong axes")
+    if math.prod(got) == math.prod(expected):
+        return _("; the right number of values in another shape: a view or reshape that splits or merges the wrong "
+                 "axes (moving an axis needs a transpose first)")
+    return ""
+
+
 def difference(expected: Any, got: Any, override: Tolerance = (None, None), what: str = "output",
                names: Sequence[str] = (), shown: str | None = None) -> str | None:
     """None when ``got`` matches ``expected``; otherwise what differs, in words. ``names`` name the
@@ -95,7 +111,7 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
         if tuple(got.shape) != tuple(expected.shape):
             return _said(what, N_("the {what} has shape {got}, expected {expected}"),
                          N_("the {what} have shape {got}, expected {expected}")).format(
-                what=shown, got=tuple(got.shape), expected=tuple(expected.shape))
+                what=shown, got=tuple(got.shape), expected=tuple(expected.shape)) + _layout(got.shape, expected.shape)
         if got.dtype != expected.dtype:
             hard_coded = got.dtype == torch.float32 and expected.is_floating_point()
             return (_said(what, N_("the {what} has dtype {got}, expected {expected}"),

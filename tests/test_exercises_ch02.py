@@ -80,3 +80,13 @@ def test_split_heads_without_the_transpose_is_named():
         return x.view(batch, length, n_heads, width // n_heads)  # (B, T, H, Dh)
 
     assert_named(chapter.SPLIT_HEADS, split_heads, "forgot the transpose: returns (B, T, H, Dh)", range(5))
+
+
+def test_split_heads_with_the_wrong_transpose_is_told_which_axes_are_swapped():
+    """A wrong shape made of the right sizes says what it usually means (a student audit got only the shapes)."""
+    def split_heads(x, n_heads):
+        b, t, d = x.shape
+        return x.view(b, t, n_heads, d // n_heads).transpose(1, 2).transpose(2, 3)  # (B, H, Dh, T)
+
+    report = chapter.SPLIT_HEADS.run(split_heads, seed=0)
+    assert not report.passed and "swapped: a transpose missing, or one too many" in report.message, report.message
