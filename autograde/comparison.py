@@ -47,6 +47,15 @@ _ERROR_HINTS = (
     (re.compile(r"The shape of the mask \[[^\]]*\] at index \d+ does not match the shape of the indexed tensor"),
      N_("indexing with a boolean mask needs the mask's own shape, without broadcasting: `x.masked_fill(mask, value)` "
         "broadcasts")),
+    (re.compile(r"Sizes of tensors must match except in dimension"),
+     N_("torch.cat joins tensors along one axis, and every other axis must agree: check the axis that grows (a "
+        "key/value cache of shape (B, G, S, Dh) grows along the positions, dim=-2) and that both hold as many heads")),
+    (re.compile(r"cannot be multiplied|Expected size for first two dimensions of batch2 tensor"),
+     N_("a matrix product needs the inner sizes to agree, (… × n) @ (n × …): a transpose missing "
+        "(`k.transpose(-2, -1)`), or a weight applied from the wrong side")),
+    (re.compile(r"view size is not compatible with input tensor's size and stride"),
+     N_("after transpose or permute a tensor is no longer laid out in order, so view refuses it: use reshape, or "
+        ".contiguous().view(…)")),
 )
 
 Tolerance = tuple[float | None, float | None]

@@ -158,3 +158,16 @@ def test_online_softmax_ignoring_dim_or_without_the_minus_inf_guard_fails_the_vi
     for seed in range(5):
         report = chapter.ONLINE_SOFTMAX.run(impl, seed=seed)
         assert not report.passed and report.mistake == mistake, (seed, report.message)
+
+
+def test_a_cache_grown_along_the_heads_is_told_which_axis_grows():
+    """torch.cat along dim=1 raised a raw RuntimeError (a student audit): the hint says which axis grows."""
+    def cached_attention(q, k, v, k_cache, v_cache):
+        k_cache, v_cache = torch.cat([k_cache, k], dim=1), torch.cat([v_cache, v], dim=1)
+        n_rep = q.shape[1] // k_cache.shape[1]
+        keys, values = tfm_ref.repeat_kv(k_cache, n_rep), tfm_ref.repeat_kv(v_cache, n_rep)
+        scores = q @ keys.transpose(-2, -1) / q.shape[-1] ** 0.5
+        return scores.softmax(-1) @ values, k_cache, v_cache
+
+    report = chapter.CACHED_ATTENTION.run(cached_attention, seed=0)
+    assert not report.passed and "a key/value cache of shape (B, G, S, Dh) grows along the positions" in report.message
