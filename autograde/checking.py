@@ -329,21 +329,43 @@ class LocalCandidate(Candidate):
         return outcome
 
 
+def functions_of(impl: object) -> list[types.FunctionType]:
+    """A function itself, or the methods of a class and of its own bases (not PyTorch's or the builtins')."""
+    if type(impl) is types.FunctionType:
+        return [impl]
+    if isinstance(impl, type):
+        return [f for klass in impl.__mro__ if not klass.__module__.startswith(("torch", "builtins"))
+                for f in vars(klass).values() if type(f) is types.FunctionType]
+    return []
+
+
 def code_of(impl: object) -> list[types.CodeType]:
     """The code objects (nested ones too) of a function, or of the methods of a class and its own bases."""
-    if type(impl) is types.FunctionType:
-        functions = [impl]
-    elif isinstance(impl, type):
-        functions = [f for klass in impl.__mro__ if not klass.__module__.startswith(("torch", "builtins"))
-                     for f in vars(klass).values() if type(f) is types.FunctionType]
-    else:
-        return []
-    found, todo = [], [f.__code__ for f in functions]
+    found, todo = [], [f.__code__ for f in functions_of(impl)]
     while todo:
         code = todo.pop()
         found.append(code)
         todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return found
+
+
+def named_objects(function: types.FunctionType) -> list[object]:
+    """What a function's code reaches by name: the globals it names (a module's attributes it names too:
+    ``tfm_ref.softmax``) and the values its closures hold."""
+    found = [cell.cell_contents for cell in function.__closure__ or () if _filled(cell)]
+    names = {n for code in code_of(function) for n in code.co_names}
+    for name in names:
+        value = function.__globals__.get(name)
+        found += [getattr(value, n, None) for n in names] if isinstance(value, types.ModuleType) else [value]
+    return found
+
+
+def _filled(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a closure variable not assigned yet
+        return False
+    return True
 
 
 def _refuse_changed_inputs(exercise: Exercise, call: Call, outcome: Outcome) -> None:
@@ -742,17 +764,10 @@ def _refuse_what_grading_lacks(assignment: str, exercise: Exercise, candidate: C
 
 
 def _objects_used(candidate: Callable) -> list[object]:
-    """The candidate, what it wraps (a ``functools.partial``), and the globals its code names (attributes of
-    modules too: ``tfm_ref.softmax``)."""
+    """The candidate, what it wraps (a ``functools.partial``), and what its code reaches by name (`named_objects`)."""
     found, impl = [candidate], candidate
     while isinstance(impl, functools.partial):
         impl = impl.func
         found.append(impl)
-    functions = [impl] if type(impl) is types.FunctionType else [
-        f for klass in getattr(impl, "__mro__", ()) for f in vars(klass).values() if type(f) is types.FunctionType]
-    for function in functions:
-        names = {n for code in code_of(function) for n in code.co_names}
-        for name in names:
-            value = function.__globals__.get(name)
-            found += [getattr(value, n, None) for n in names] if isinstance(value, types.ModuleType) else [value]
+    found += [value for function in functions_of(impl) for value in named_objects(function)]
     return [f for f in found if f is not None and not isinstance(f, types.ModuleType)]

@@ -35,6 +35,7 @@ from pathlib import Path
 import tfm_ref
 
 from .check_models import MODEL_SOURCES
+from .checking import named_objects
 
 __all__ = ["stage", "withheld", "origin", "model_sources", "answered_by_models", "RUNTIME", "MOUNT"]
 
@@ -153,24 +154,7 @@ def _named_in(item: object, allowed: set[Name]) -> set[Name]:
         return (bases | {n for f in own for n in _named_in(f, allowed)}) - allowed
     if not isinstance(item, types.FunctionType):
         return set()
-    values = [cell.cell_contents for cell in item.__closure__ or () if _filled(cell)]
-    codes = [item.__code__]
-    while codes:
-        code = codes.pop()
-        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-        for name in code.co_names:
-            value = item.__globals__.get(name)
-            values += [getattr(value, attr, None) for attr in code.co_names] \
-                if isinstance(value, types.ModuleType) else [value]
-    return {where for v in values if (where := origin(v)) is not None} - allowed
-
-
-def _filled(cell) -> bool:
-    try:
-        cell.cell_contents
-    except ValueError:
-        return False
-    return True
+    return {where for v in named_objects(item) if (where := origin(v)) is not None} - allowed
 
 
 def _seeds(exercise) -> set[Name]:
@@ -218,10 +202,11 @@ def withheld(assignment: str, key: str | None = None) -> frozenset[Name]:
     return frozenset(names)
 
 
-def model_sources(assignment: str) -> list[tuple[str, str]]:
+@functools.cache
+def model_sources(assignment: str) -> tuple[tuple[str, str], ...]:
     """The real source of each module of the checks' models that has names withheld in ``assignment``'s tree."""
     held = {module for module, _ in withheld(assignment)}
-    return [(module, _path(module).read_text()) for module in MODEL_SOURCES if module in held]
+    return tuple((module, _path(module).read_text()) for module in MODEL_SOURCES if module in held)
 
 
 def answered_by_models(assignment: str) -> frozenset[str]:
