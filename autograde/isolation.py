@@ -88,17 +88,18 @@ def enter_fresh_namespaces(tmp_mb: int) -> None:
     for target in (b"/tmp", b"/dev/shm"):
         if os.path.isdir(target):
             _call(_libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount {target.decode()}")
-    _read_only("/proc/sys")
+    _bind_read_only("/proc/sys", "/proc/sys")
 
 
-def _read_only(path: str) -> None:
-    """``path`` bound onto itself and that bind made read-only, in this process's mount namespace."""
+def _bind_read_only(source: str, target: str) -> None:
+    """``source`` bound at ``target`` and that bind made read-only, in this process's mount namespace."""
     # a remount keeps the flags the enclosing mount locked (nosuid, nodev, noexec, atime), or the kernel refuses it
-    locked = os.statvfs(path).f_flag
+    locked = os.statvfs(source).f_flag
     kept = (locked & (os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME)) \
         | (MS_RELATIME if locked & os.ST_RELATIME else 0)
-    _call(_libc.mount(path.encode(), path.encode(), None, MS_BIND | MS_REC, None), f"bind {path}")
-    _call(_libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept, None), f"read-only {path}")
+    _call(_libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {source}")
+    _call(_libc.mount(None, target.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept, None),
+          f"read-only {target}")
 
 
 class _CapHeader(ctypes.Structure):
@@ -262,12 +263,6 @@ def close_other_fds(keep: int) -> None:
 def show_only(source: str, target: str, hide: str) -> None:
     """In this process's own mount namespace (`enter_fresh_namespaces`): ``source`` read-only at ``target``, and an
     empty tmpfs over ``hide`` (the folder that holds ``source`` and what the runner may not see beside it)."""
-    _call(_libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {source}")
-    # a remount keeps the flags the enclosing mount locked (nosuid, nodev, noexec, atime), or the kernel refuses it
-    locked = os.statvfs(source).f_flag
-    kept = (locked & (os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME)) \
-        | (MS_RELATIME if locked & os.ST_RELATIME else 0)
-    _call(_libc.mount(None, target.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept, None),
-          f"read-only {target}")
+    _bind_read_only(source, target)
     _call(_libc.mount(b"tmpfs", hide.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, b"size=4k,mode=555"),
           f"hide {hide}")
