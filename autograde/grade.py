@@ -52,17 +52,13 @@ from .gradebook import GradebookError, forget_times, has_assignment
 from .lms import MappingError, read_mapping
 from .notebook import merge, solution_sources
 from .pool import SlotError, SlotPool
-from .records import CHECK_COLUMNS, CSV_COLUMNS, ERRORS_LOG, RECORD, ClassRecords, write_checks, write_csv, write_errors
-from .records import _cell  # noqa: F401 (tests import it from here)
+from .records import CHECK_COLUMNS, CSV_COLUMNS, ERRORS_LOG, RECORD, ClassRecords
 from .release import release, source_notebook
 from .sandbox import Limits
 from .similarity import similarity_flags
 from .slot import unscored_row
 
 __all__ = ["grade", "GradingError", "CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD"]
-
-# what tests and older callers import from here
-_write_csv, _write_checks, _write_errors = write_csv, write_checks, write_errors
 
 
 class GradingError(RuntimeError):

@@ -54,7 +54,7 @@ def test_a_slot_stages_one_submission_at_a_time(tmp_path):
 
 
 def test_a_grader_failure_costs_its_row_and_its_traceback_reaches_grader_errors_log(tmp_path, capsys):
-    from autograde.grade import ERRORS_LOG, _write_errors
+    from autograde.records import ERRORS_LOG, write_errors
     from autograde.slot import SlotGrader
 
     class Failing(SlotGrader):
@@ -70,10 +70,10 @@ def test_a_grader_failure_costs_its_row_and_its_traceback_reaches_grader_errors_
 
     row = Failing().grade({"student_id": "ada\x1b[2J", "assignment": "ch01_attention"})
     assert row["flags"] == ["grader-error"]
-    _write_errors(tmp_path / ERRORS_LOG, [row, {"student_id": "bob", "assignment": "ch01_attention", "errors": []}])
+    write_errors(tmp_path / ERRORS_LOG, [row, {"student_id": "bob", "assignment": "ch01_attention", "errors": []}])
     log = (tmp_path / ERRORS_LOG).read_text()
     assert log.startswith("== ada\\x1b[2J / ch01_attention\ngrader-error: Traceback")  # the name cannot clear a terminal
     assert "KeyError: \"a bug of the grader's\"" in log
     assert "bob" not in log and str(tmp_path / ERRORS_LOG) in capsys.readouterr().err
-    _write_errors(tmp_path / ERRORS_LOG, [])
+    write_errors(tmp_path / ERRORS_LOG, [])
     assert not (tmp_path / ERRORS_LOG).exists()  # a later clean run leaves no stale log

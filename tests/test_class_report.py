@@ -323,7 +323,7 @@ def test_the_command_writes_the_page_in_out_or_where_asked_with_links_that_still
 
 def test_a_value_grade_wrote_as_text_for_spreadsheets_is_read_back_as_it_was():
     from autograde.exercises import load_all
-    from autograde.grade import _cell
+    from autograde.records import _cell
     from autograde.report import _unquoted
 
     names = [m.name for module in load_all() for e in module.EXERCISES for m in e.mistakes]

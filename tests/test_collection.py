@@ -10,7 +10,7 @@ import pytest
 
 from autograde import collection
 from autograde.collection import SMALL_TEXT_BYTES, CollectionError, extract_zip, find_submissions, without_assignments
-from autograde.grade import _write_csv
+from autograde.records import write_csv
 
 A, B = "ch01_attention", "ch02_multihead"
 LIMIT = 1000
@@ -164,7 +164,7 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(tmp_path):
     rows = [{"student_id": name, "assignment": A, "notebook": A, "score": 1.0, "max_score": 2.0,
              "flags": ["=cmd|' /C calc'!A0"], "cell_scores": {"x": 1.0}}
             for name in ("=HYPERLINK(\"http://x\")", "+1", "-1", "@SUM(A1)", "plain")]
-    _write_csv(tmp_path / "grades.csv", rows)
+    write_csv(tmp_path / "grades.csv", rows)
     with (tmp_path / "grades.csv").open() as f:
         written = list(csv.DictReader(f))
     assert [r["student_id"] for r in written] == ["'=HYPERLINK(\"http://x\")", "'+1", "'-1", "'@SUM(A1)", "plain"]
@@ -176,7 +176,7 @@ def test_a_spreadsheet_that_splits_on_semicolons_runs_no_cell_either(tmp_path):
     whatever the quotes: a student id or flag with ';=' would start a cell with a formula there."""
     rows = [{"student_id": "mallory;=1+1", "assignment": A, "notebook": A, "score": 1.0, "max_score": 2.0,
              "flags": ["x;@SUM(A1)", "y"], "cell_scores": {"a": 1.0, "b": 0.5}}]
-    _write_csv(tmp_path / "grades.csv", rows)
+    write_csv(tmp_path / "grades.csv", rows)
     with (tmp_path / "grades.csv").open() as f:
         cells = [cell for line in csv.reader(f, delimiter=";") for cell in line]
     assert not [c for c in cells if c.startswith(("=", "+", "-", "@"))]
@@ -193,7 +193,7 @@ def test_a_student_folder_whose_name_is_not_text_still_gets_its_row(tmp_path):
     subs = find_submissions(tmp_path / "class", [A], LIMIT)
     rows = [{"student_id": s.student_id, "assignment": A, "notebook": A, "score": 0.0, "max_score": 2.0,
              "flags": [f"similar-to:{s.student_id}"], "cell_scores": {}} for s in subs]
-    _write_csv(tmp_path / "grades.csv", rows)
+    write_csv(tmp_path / "grades.csv", rows)
     with (tmp_path / "grades.csv").open(encoding="utf-8") as f:
         written = list(csv.DictReader(f))
     assert [r["student_id"] for r in written] == ["b\\udcffd", "plain"] and written[0]["flags"] == "similar-to:b\\udcffd"

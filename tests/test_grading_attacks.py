@@ -22,7 +22,8 @@ from autograde.audit import audit
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
 from autograde.course import nbgrader_config
 from autograde.feedback import feedback_path
-from autograde.grade import _cell, grade
+from autograde.grade import grade
+from autograde.records import _cell
 from autograde.gradebook import recorded
 from autograde.release import release
 from autograde.sandbox import Limits, sandbox_available
@@ -32,7 +33,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reas
 A, KV = "ch01_attention", "ch02_multihead"
 SECRET_NAME, SECRET = "AUTOGRADE_ATTACK_SECRET", "hunter2-instructor-token"
 MARKER = "autograde-attack-marker"
-HUNT = f"""
+HUNT = """
 import gc, importlib, importlib.util, os, sys
 x = torch.tensor([[1.0, 2.0, 3.0]])
 found = []

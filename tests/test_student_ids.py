@@ -9,7 +9,8 @@ from trusting_pool import TrustingPool
 
 from autograde.classroom import make_course, solved_notebook, write_submission
 from autograde.collection import exportable_id
-from autograde.grade import _write_csv, grade
+from autograde.grade import grade
+from autograde.records import write_csv
 from autograde.gradebook import recorded
 from autograde.release import release
 
@@ -73,7 +74,7 @@ def test_a_cell_after_a_line_break_or_a_comma_is_text_too(tmp_path):
     rows = [{"student_id": name, "assignment": A, "notebook": A, "score": 1.0, "max_score": 2.0,
              "flags": ["unexportable-student-id"], "cell_scores": {}}
             for name in ("line\n=1+1", "cr\r@SUM(A1)", "x,-1", "a;\r=1")]
-    _write_csv(tmp_path / "grades.csv", rows)
+    write_csv(tmp_path / "grades.csv", rows)
     text = (tmp_path / "grades.csv").read_text(encoding="utf-8")
     naive = [cell.strip('"') for line in text.splitlines() for cell in line.replace(",", ";").split(";")]
     assert not [c for c in naive if c.startswith(FORMULA)], naive
