@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import math
 import random
 import sys
@@ -55,6 +54,7 @@ from .comparison import Tolerance, compare, error_hint, same
 from .delegation import forbidden_ops, named
 from .display import indent, show, show_named
 from .evaluation import CheckFailed, Outcome, evaluate, flatten
+from .exercises import exercises_of
 from .inputs import Call, randn, random_dims
 from .messages import N_, _
 
@@ -704,11 +704,11 @@ def get_exercise(key: str) -> Exercise:
     chapter, _, name = key.rpartition(".")
     if not chapter:
         raise ValueError(f"an exercise key is 'chapter.name' (e.g. 'ch01_attention.softmax'), got {key!r}")
-    module = importlib.import_module(f"autograde.exercises.{chapter}")
-    for exercise in module.EXERCISES:
+    exercises = exercises_of(chapter)
+    for exercise in exercises:
         if exercise.key == name:
             return exercise
-    raise ValueError(f"{chapter} has no exercise {name!r}; it has {[e.key for e in module.EXERCISES]}")
+    raise ValueError(f"{chapter} has no exercise {name!r}; it has {[e.key for e in exercises]}")
 
 
 def _show_failures_plainly() -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib
 import inspect
 import os
 import shutil
@@ -36,6 +35,7 @@ import tfm_ref
 
 from .check_models import MODEL_SOURCES
 from .checking import named_objects
+from .exercises import exercises_of
 
 __all__ = ["stage", "withheld", "origin", "model_sources", "answered_by_models", "RUNTIME", "MOUNT"]
 
@@ -188,15 +188,11 @@ def _closure(seeds: Iterable[Name]) -> set[Name]:
     return {(m, n) for m, n in withheld if m in definitions and n in definitions[m][1]}
 
 
-def _exercises(assignment: str) -> tuple:
-    return importlib.import_module(f"autograde.exercises.{assignment}").EXERCISES
-
-
 @functools.cache
 def withheld(assignment: str, key: str | None = None) -> frozenset[Name]:
     """The tfm_ref names withheld while grading ``assignment`` (those of its exercise ``key`` alone, if given)."""
     names: set[Name] = set()
-    for exercise in _exercises(assignment):
+    for exercise in exercises_of(assignment):
         if key is None or exercise.key == key:
             names |= _closure(_seeds(exercise))
     return frozenset(names)
@@ -212,7 +208,7 @@ def model_sources(assignment: str) -> tuple[tuple[str, str], ...]:
 def answered_by_models(assignment: str) -> frozenset[str]:
     """The exercises of ``assignment`` whose answers a runner holds once it has the models' sources."""
     shipped = {module for module, _ in model_sources(assignment)}
-    return frozenset(e.key for e in _exercises(assignment)
+    return frozenset(e.key for e in exercises_of(assignment)
                      if any(module in shipped for module, _ in withheld(assignment, e.key)))
 
 

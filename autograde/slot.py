@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import json
 import os
 import re
@@ -30,6 +29,7 @@ import nbformat
 from .audit import audit
 from .autograded import Recorder, stage_files, write_executed
 from .course import nbgrader_config, released_notebook
+from .exercises import exercises_of
 from .feedback import write_feedback
 from .messages import notebook_language, speaking
 from .notebook import GradedCell, load_notebook, max_score, merge
@@ -44,8 +44,7 @@ __all__ = ["SlotGrader", "graded_row", "unscored_row", "main"]
 def python_helpers(assignment: str) -> frozenset[str]:
     """The names of ``assignment``'s forbidden PyTorch helpers that are Python functions, which no torch mode sees
     run (`autograde.delegation`): the static audit flags them by name."""
-    chapter = importlib.import_module(f"autograde.exercises.{assignment}")
-    return frozenset(item.__name__ for exercise in chapter.EXERCISES for item in exercise.forbidden
+    return frozenset(item.__name__ for exercise in exercises_of(assignment) for item in exercise.forbidden
                      if isinstance(item, types.FunctionType) and item.__module__.startswith("torch")
                      and "handle_torch_function" not in item.__code__.co_names)  # F.softmax and its like: seen
 

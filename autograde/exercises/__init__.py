@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from types import ModuleType
 
-__all__ = ["chapter_ids", "load_all"]
+__all__ = ["chapter_ids", "load_all", "exercises_of"]
 
 
 def chapter_ids() -> list[str]:
@@ -21,4 +21,9 @@ def chapter_ids() -> list[str]:
 def load_all() -> list[ModuleType]:
     """Import every chapter's specs (the grader does so before any student code runs)."""
     return [importlib.import_module(f"{__name__}.{name}") for name in chapter_ids()]
+
+
+def exercises_of(assignment: str) -> tuple:
+    """The ``EXERCISES`` of ``autograde/exercises/<assignment>.py``."""
+    return importlib.import_module(f"{__name__}.{assignment}").EXERCISES
 
