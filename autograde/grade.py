@@ -185,9 +185,10 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
                                 "the grader failed on this notebook; your instructor will look at it.", own_staging,
                                 recorder)
 
-        # one seed for the class: every student's checks get the same inputs, and each slot computes them once
+        # one seed for the class: every student's checks get the same inputs, and each slot computes them once, for
+        # the assignments graded
         pool_config = {"root": str(root), "staging": str(staging), "out": str(out.resolve()), "db_url": db_url,
-                       "limits": asdict(limits), "seed": secrets.randbelow(2**31)}
+                       "limits": asdict(limits), "seed": secrets.randbelow(2**31), "assignments": sorted(assets)}
         try:
             with SlotPool(jobs, pool_config) as pool:
                 rows = pool.grade(tasks, 2 * limits.notebook_timeout + 120, unscored, progress)

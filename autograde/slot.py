@@ -29,7 +29,7 @@ import nbformat
 from .audit import audit
 from .autograded import Recorder, stage_files, write_executed
 from .course import nbgrader_config, released_notebook
-from .exercises import exercises_of
+from .exercises import chapter_ids, exercises_of
 from .feedback import write_feedback
 from .messages import notebook_language, speaking
 from .notebook import GradedCell, load_notebook, max_score, merge
@@ -150,17 +150,15 @@ def unscored_row(task: dict, cells: list[GradedCell], flag: str, problem: str, s
     return graded_row(task, cells, results, [*task["flags"], flag], staging, recorder)
 
 
-def _warm_up(seed: int | None) -> None:
-    """Run every check once with its reference and the class's seed, while the sandbox starts: the inputs and the
-    references' outcomes the class's checks use are then computed (`checking._remembered`), and the first notebook
-    is not slower than the rest."""
+def _warm_up(seed: int | None, assignments: list[str]) -> None:
+    """Run every check of the ``assignments`` being graded once with its reference and the class's seed, while the
+    sandbox starts: the inputs and the references' outcomes the class's checks use are then computed
+    (`checking._remembered`), and the first notebook is not slower than the rest."""
     import torch
 
     torch.set_num_threads(1)  # one core per slot: the checks' tensors are tiny
-    from .exercises import load_all
-
-    for chapter in load_all():
-        for exercise in chapter.EXERCISES:
+    for assignment in assignments:
+        for exercise in exercises_of(assignment):
             exercise.run(exercise.reference, hidden=True, seed=0 if seed is None else seed)
 
 
@@ -172,7 +170,7 @@ def main() -> None:
     sandbox = Sandbox(limits, config["name"])
     try:
         sandbox.launch()
-        _warm_up(config.get("seed"))
+        _warm_up(config.get("seed"), config.get("assignments", chapter_ids()))
         sandbox.wait_ready()
     except SandboxError as error:
         sandbox.close()
