@@ -7,9 +7,10 @@ the instructor collects, grades ``submitted/`` with ``python -m autograde grade`
 account, sees the grades in formgrader and releases the feedback; the student fetches it.
 
 Needs root (it creates the accounts and the hub starts servers as them) and the hub's proxy
-(``make test`` installs it). Where this machine's Python lives under a folder other accounts may
-not enter (/root), the hub and the instructor's commands run in a private mount namespace that
-shows them that Python, and nothing else of the folder.
+(``make test`` installs it). Where what the accounts run lives under a folder they may not enter
+(this machine's Python under /root, a clone under a private home or ``mktemp -d``), the hub and the
+instructor's commands run in a private mount namespace that shows them Python, the course's
+environment and the checkout its packages are installed from, and nothing else of those folders.
 """
 import json
 import os
@@ -44,16 +45,20 @@ pytestmark = [
     pytest.mark.skipif(PROXY is None, reason="needs JupyterHub's configurable-http-proxy (make test installs it)"),
 ]
 
-REACH_PYTHON = """
+REACH = """
 stage=$(mktemp -d)
-mount --bind "$PYTHON_HOME" "$stage"
-mount -t tmpfs -o mode=755 tmpfs "$HIDDEN"
-mkdir -p "$PYTHON_HOME"
-mount --bind "$stage" "$PYTHON_HOME"
-umount "$stage" && rmdir "$stage"
+IFS=:
+i=0; for path in $KEEP; do i=$((i+1)); mkdir "$stage/$i"; mount --bind "$path" "$stage/$i"; done
+for folder in $HIDDEN; do mount -t tmpfs -o mode=755 tmpfs "$folder"; done
+i=0; for path in $KEEP; do i=$((i+1)); mkdir -p "$path"; mount --bind "$stage/$i" "$path"; umount "$stage/$i"; done
+unset IFS
+rm -r "$stage"
 exec "$@"
 """
-"""Run as root: hide the folder no one else may enter behind an empty one, except for Python's home."""
+"""Run as root: hide each folder no one else may enter behind an empty one, except for the paths named."""
+
+NEEDED = (Path(sys.base_prefix), Path(sys.prefix).resolve(), ROOT)
+"""What every account runs: Python, the course's environment, and the checkout of its editable install."""
 
 
 def _hidden_ancestor(path: Path) -> Path | None:
@@ -62,11 +67,14 @@ def _hidden_ancestor(path: Path) -> Path | None:
 
 
 def _with_python(command: list[str]) -> list[str]:
-    hidden = _hidden_ancestor(Path(sys.base_prefix))
-    if hidden is None:
+    """``command`` where the accounts reach :data:`NEEDED`, wherever it lives."""
+    hidden = {path: folder for path in NEEDED if (folder := _hidden_ancestor(path)) is not None}
+    if not hidden:
         return command
-    return ["unshare", "--mount", "--propagation", "private", "env", f"PYTHON_HOME={sys.base_prefix}",
-            f"HIDDEN={hidden}", "sh", "-euc", REACH_PYTHON, "sh", *command]
+    keep = [p for p in hidden if not any(q in p.parents for q in hidden)]  # the venv inside the checkout goes with it
+    folders = {f for f in hidden.values() if not any(g in f.parents for g in hidden.values())}
+    return ["unshare", "--mount", "--propagation", "private", "env", f"KEEP={':'.join(map(str, keep))}",
+            f"HIDDEN={':'.join(map(str, folders))}", "sh", "-euc", REACH, "sh", *command]
 
 
 def _free_port() -> int:
