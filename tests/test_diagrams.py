@@ -11,6 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DIAGRAM_FILES = sorted((ROOT / "book" / "diagrams").glob("*.svg"))
+# The chapters: book/01_….md to book/10_capstone.md.
+CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.md"))
 SVG = "{http://www.w3.org/2000/svg}"
 # Colours that vanish on one of the two themes' backgrounds (white, and the dark theme's near-black).
 THEME_BOUND = {"#000", "#000000", "black", "#fff", "#ffffff", "white"}
@@ -46,6 +48,15 @@ def test_inline_svg_rejects_a_file_that_is_not_svg():
 
 def test_there_are_diagrams():
     assert DIAGRAM_FILES, "book/diagrams holds no SVG"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
+def test_every_chapter_has_a_diagram(chapter):
+    """Each chapter explains at least one idea with a picture, drawn inline by the {diagram} directive."""
+    placed = re.findall(r"^```\{diagram\}\s+diagrams/(\S+\.svg)", chapter.read_text(encoding="utf-8"), re.M)
+    assert placed, f"{chapter.name} has no diagram"
+    missing = [name for name in placed if not (ROOT / "book" / "diagrams" / name).is_file()]
+    assert not missing, f"{chapter.name} places diagrams that book/diagrams lacks: {missing}"
 
 
 @pytest.mark.parametrize("path", DIAGRAM_FILES, ids=lambda path: path.name)

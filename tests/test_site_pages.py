@@ -34,12 +34,16 @@ PAGES = [page for page in toc_pages() if (SITE / page).is_file()]
 # Each diagram's figure id (its :name: in the page's source), by page.
 DIAGRAMS = {
     "book/intro.html": ["fig-architecture"],
-    "book/01_attention.html": ["fig-one-query"],
-    "book/02_multihead.html": ["fig-multihead-split"],
-    "book/03_masking.html": ["fig-masks"],
+    "book/01_attention.html": ["fig-one-query", "fig-qk-shapes"],
+    "book/02_multihead.html": ["fig-multihead-split", "fig-kv-sharing"],
+    "book/03_masking.html": ["fig-masks", "fig-teacher-forcing"],
     "book/04_cross_attention.html": ["fig-decoder-data-flow"],
-    "book/07_norms.html": ["fig-pre-post-norm"],
-    "book/08_encoder_decoder.html": ["fig-kv-cache"],
+    "book/05_positional.html": ["fig-rope-rotation"],
+    "book/06_feedforward.html": ["fig-ffn-swiglu"],
+    "book/07_norms.html": ["fig-norm-axes", "fig-pre-post-norm"],
+    "book/08_encoder_decoder.html": ["fig-beam-tree", "fig-kv-cache"],
+    "book/09_efficient.html": ["fig-flash-tiles"],
+    "book/10_capstone.html": ["fig-training-step"],
 }
 # Text drawn smaller than this many CSS pixels is hard to read on a phone.
 SMALLEST_TEXT_PX = 9
