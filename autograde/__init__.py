@@ -1,6 +1,6 @@
 """autograde — the grading code of "Transformer, Piece by Piece".
 
-* `autograde.checking`: the check framework (exercises, mistake catalogues, `check`);
+* `autograde.spec`: what an exercise is; `autograde.checking`: ``check``, the notebooks' entry point;
   `autograde.exercises.<assignment>`: each chapter's exercise specs.
 * ``python -m autograde release | grade | bench | audit``: the instructor's pipeline
   (see ``autograde/README.md``).

@@ -79,7 +79,7 @@ def course_markdown(text: object) -> str:
 
 def check_message(traceback: object) -> str:
     """An error output (a check's message, or the student's traceback), its fix folded behind a toggle."""
-    from .checking import FIX_PREFIX  # the checks' module: only where a page shows a failure
+    from .verdict import FIX_PREFIX  # the checks' module: only where a page shows a failure
 
     entries = traceback if isinstance(traceback, list) else [traceback]
     lines = [line for entry in entries for line in strip_ansi(_text(entry)).splitlines()]

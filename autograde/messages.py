@@ -162,7 +162,7 @@ def mark_notebook(notebook: Any, name: str) -> Any:
 
 # --------------------------------------------------------------------------- the catalogue's template
 
-MODULES = ("checking", "comparison", "display", "feedback", "session", "validation", "messages")
+MODULES = ("checking", "attempts", "verdict", "comparison", "display", "feedback", "session", "validation", "messages")
 """The modules of `autograde` whose ``_("...")`` and ``N_("...")`` are messages."""
 TEMPLATES = ("templates/feedback/index.html.j2",)
 """The Jinja templates of `autograde` whose ``_("...")`` are messages (the feedback page's words)."""

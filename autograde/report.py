@@ -56,7 +56,7 @@ CATALOGUE = "report"  # locales/<language>/LC_MESSAGES/report.po: the page's wor
 TIME_FLAGS = ("late", "time-unverified", "no-timestamp", "bad-timestamp", "lms-late")
 GRADES_COLUMNS = ("student_id", "assignment", "notebook", "score", "max_score", "flags")
 CHECKS_COLUMNS = ("student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated")
-# the English of the message of a check whose function is still the released stub (`autograde.checking.Failure`)
+# the English of the message of a check whose function is still the released stub (`autograde.verdict.failure_message`)
 STUB_MESSAGE = "not written yet — it raises NotImplementedError"
 LISTED = 12  # students named in a cell of a table before "and N more"
 OPEN_TIME_ROWS = 30  # more rows of unverified times than this are folded
@@ -197,7 +197,7 @@ class _Entry:
 def _catalogue(exercise_key: str) -> tuple[dict[str, _Entry], tuple[str, ...]] | None:
     """The mistakes of an exercise (name → hint, fix) and the keys of the exercises it uses; None if the catalogue
     has no such exercise now."""
-    from .checking import get_exercise
+    from .spec import get_exercise
 
     chapter = exercise_key.rpartition(".")[0]
     try:

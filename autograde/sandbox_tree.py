@@ -34,7 +34,7 @@ from pathlib import Path
 import tfm_ref
 
 from .check_models import MODEL_SOURCES
-from .checking import named_objects
+from .code_names import named_objects
 from .exercises import exercises_of
 
 __all__ = ["stage", "withheld", "origin", "model_sources", "answered_by_models", "RUNTIME", "MOUNT"]

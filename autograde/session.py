@@ -28,14 +28,16 @@ import torch
 
 from . import sandbox_tree, wire
 from .channel import BadMessage, ChannelClosed, ChannelError, ChannelTimeout
+from .candidates import Candidate
 from .check_models import RandomTransformer
-from .checking import Candidate, Case, CheckFailed, Exercise, delegation_note, get_exercise, passed_line
-from .evaluation import Outcome
+from .evaluation import CheckFailed, Outcome
 from .inputs import Call
 from .messages import _
 from .notebook import GradedCell
 from .sandbox import Limits, Runner, Sandbox
+from .spec import Case, Exercise, get_exercise
 from .testcells import parse_test_cell
+from .verdict import delegation_note, passed_line
 
 __all__ = ["RemoteCandidate", "NotebookResult", "run_notebook", "MAX_RESTARTS", "RUNNABLE"]
 

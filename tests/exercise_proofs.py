@@ -8,10 +8,11 @@ from __future__ import annotations
 from types import ModuleType
 
 
-from autograde.checking import Exercise, Mistake, one_thread
+from autograde.candidates import one_thread
+from autograde.spec import Exercise, Mistake
 
 __all__ = ["exercise_params", "mistake_params", "assert_passes", "assert_fails_with_hint", "assert_named",
-           "one_thread"]
+           "assert_named_in_both_languages", "one_thread"]
 
 SEEDS = (0, 1, 2)
 """Every proof runs on these seeds, so a mistake caught only by luck is noticed."""
@@ -38,6 +39,23 @@ def assert_named(exercise: Exercise, student, mistake: str, seeds, *, hidden: bo
     for seed in seeds:
         report = exercise.run(student, hidden=hidden, seed=seed)
         assert report.mistake == mistake, (seed, report.message)
+
+
+def assert_named_in_both_languages(exercise: Exercise, student, mistake: str, seeds, *, hidden: bool = False) -> None:
+    """The check fails ``student`` naming ``mistake`` with its hint on every one of ``seeds``, in English and in
+    Chinese (where the message shows the translated name and hint, and the report keeps the English name)."""
+    from autograde.messages import _, speaking
+
+    catalogued = next(m for m in exercise.mistakes if m.name == mistake)
+    for seed in seeds:
+        english = exercise.run(student, hidden=hidden, seed=seed)
+        assert english.mistake == mistake and catalogued.hint in english.message, (seed, english.message)
+        with speaking("zh_CN"):
+            chinese = exercise.run(student, hidden=hidden, seed=seed)
+            name, hint = _(mistake), _(catalogued.hint)
+        assert name != mistake and hint != catalogued.hint, f"{mistake!r} has no Chinese translation"
+        assert chinese.mistake == mistake and name in chinese.message and hint in chinese.message, (
+            seed, chinese.message)
 
 
 def assert_passes(exercise: Exercise) -> None:

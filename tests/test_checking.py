@@ -4,8 +4,8 @@ import re
 import pytest
 import torch
 
-from autograde.checking import (Call, Case, CheckFailed, Exercise, Mistake, ModuleAdapter, check, get_exercise,
-                                randn, random_dims)
+from autograde.checking import CheckFailed, check
+from autograde.spec import Call, Case, Exercise, Mistake, ModuleAdapter, get_exercise, randn, random_dims
 
 
 def reference_scale(x, factor=2.0):

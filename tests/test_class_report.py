@@ -17,7 +17,7 @@ from babel.messages.pofile import read_po
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from autograde.__main__ import main
-from autograde.checking import get_exercise
+from autograde.spec import get_exercise
 from autograde.course import ROOT
 from autograde.grade import CHECK_COLUMNS, CSV_COLUMNS
 from autograde.messages import translations

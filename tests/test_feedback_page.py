@@ -5,7 +5,7 @@ and the grader's note to the instructor left out, nothing fetched."""
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from autograde.checking import FIX_PREFIX
+from autograde.verdict import FIX_PREFIX
 from autograde.feedback import GRADER_NOTE, feedback_html
 from site_browser import browser, theme, viewport  # noqa: F401 (fixtures)
 

@@ -20,7 +20,9 @@ import torch
 from babel.messages.pofile import read_po, write_po
 
 from autograde import messages
-from autograde.checking import FIX_PREFIX, MISTAKE_PREFIX, CheckFailed, _FAILED_BEFORE, check, get_exercise
+from autograde.checking import CheckFailed, check
+from autograde.spec import _FAILED_BEFORE, get_exercise
+from autograde.verdict import FIX_PREFIX, MISTAKE_PREFIX
 from autograde.messages import ENVIRONMENT, _, language, notebook_language, speaking
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -109,7 +109,8 @@ check("ch01_attention.softmax", None)
     assert result.returncode == 0, result.stderr
     loaded = eval(result.stdout.splitlines()[0])
     assert "tfm_ref" not in loaded and not any(m in loaded for m in (
-        "autograde.checking", "autograde.comparison", "autograde.exercises", "autograde.adapters"))
+        "autograde.checking", "autograde.spec", "autograde.diagnosis", "autograde.comparison", "autograde.exercises",
+        "autograde.adapters"))
     assert "checked by the grader" in result.stdout
 
 

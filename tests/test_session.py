@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from autograde.checking import get_exercise
+from autograde.spec import get_exercise
 from autograde.evaluation import CheckFailed
 from autograde.inputs import Call
 from autograde.sandbox import Limits

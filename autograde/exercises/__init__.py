@@ -1,6 +1,6 @@
 """The exercise specs, one module per assignment: ``autograde/exercises/<assignment id>.py``.
 
-Each module defines ``EXERCISES``, a tuple of `autograde.checking.Exercise`. Adding a chapter
+Each module defines ``EXERCISES``, a tuple of `autograde.spec.Exercise`. Adding a chapter
 is adding its module here and its notebook source in ``solutions/<assignment id>/``;
 ``tests/test_exercises.py`` proves its checks; nothing else is registered by hand.
 """

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from ..adapters import AS_BUILT, TRAINING
-from ..checking import ModuleAdapter
+from ..spec import ModuleAdapter
 
 __all__ = ["PerturbedModuleAdapter", "built_without_dropout", "dropout_rate", "WITH_DROPOUT", "functions_of"]
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import tfm_ref
 
-from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
+from ..spec import Call, Case, Exercise, Mistake, randn, random_dims
 
 __all__ = ["SOFTMAX", "ATTENTION", "MASKED_ATTENTION", "EXERCISES", "ATTENTION_LIBRARY", "SOFTMAX_LIBRARY",
            "attention_variant", "ATTENTION_MISTAKES", "MASK_MISTAKES", "SOFTMAX_OVER_QUERIES", "plain_softmax"]

@@ -19,7 +19,7 @@ import torch
 
 import tfm_ref
 
-from ..checking import Call, Case, Exercise, Mistake, ModuleAdapter, randn, random_dims
+from ..spec import Call, Case, Exercise, Mistake, ModuleAdapter, randn, random_dims
 from .ch01_attention import (
     ATTENTION_LIBRARY,
     ATTENTION_MISTAKES,

@@ -16,7 +16,7 @@ import torch
 
 import tfm_ref
 
-from ..checking import Call, Case, Exercise, Mistake, random_dims
+from ..spec import Call, Case, Exercise, Mistake, random_dims
 
 __all__ = ["attention_mask_reference", "shift_right_reference", "CAUSAL_MASK", "PADDING_MASK", "ATTENTION_MASK",
            "SHIFT_RIGHT", "EXERCISES"]

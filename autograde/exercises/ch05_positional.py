@@ -23,7 +23,7 @@ import torch
 
 import tfm_ref
 
-from ..checking import Call, Case, Exercise, FunctionAdapter, Mistake, ModuleAdapter, randn
+from ..spec import Call, Case, Exercise, FunctionAdapter, Mistake, ModuleAdapter, randn
 
 __all__ = ["SINUSOIDAL", "TOKEN_EMBEDDING", "LEARNED", "ROPE", "EXERCISES"]
 

@@ -19,7 +19,7 @@ from torch import nn
 import tfm_ref
 from tfm_ref.blocks import Residual
 
-from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
+from ..spec import Call, Case, Exercise, Mistake, randn, random_dims
 from ._modules import PerturbedModuleAdapter
 
 __all__ = ["LAYER_NORM", "RMS_NORM", "LAYER_NORM_MODULE", "RESIDUAL", "EXERCISES", "residual"]

@@ -34,7 +34,7 @@ from tfm_ref.schedule import noam_lr
 
 from ..building import SideBySide
 from ..check_models import CacheOnlyTransformer, RandomTransformer
-from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
+from ..spec import Call, Case, Exercise, Mistake, randn, random_dims
 from ._modules import PerturbedModuleAdapter, built_without_dropout, dropout_rate, functions_of
 from .ch07_norms import (
     _res_always_post,

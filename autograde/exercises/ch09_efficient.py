@@ -24,7 +24,7 @@ import torch
 
 import tfm_ref
 
-from ..checking import Call, Case, Exercise, Mistake, randn, random_dims
+from ..spec import Call, Case, Exercise, Mistake, randn, random_dims
 from .ch01_attention import ATTENTION_LIBRARY, ATTENTION_MISTAKES, MASK_MISTAKES, SOFTMAX_LIBRARY, _qkv
 from .ch02_multihead import KV_REPEATED_BY_G_HINT, _repeat_tiled
 

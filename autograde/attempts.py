@@ -1,0 +1,130 @@
+"""One attempt of a check: a case's inputs at some sizes, the reference's outcome on them, and the candidate's
+(or a catalogued mistake's), compared. A `Failure` is an attempt that differs.
+
+Grading a class runs every check with one seed (`autograde.session`), so the inputs, the reference's outcome and
+each mistake's are computed once per class and remembered here.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .adapters import Dims
+from .building import module_parameters
+from .candidates import Candidate, LocalCandidate
+from .comparison import Tolerance, compare
+from .evaluation import CheckFailed, Outcome, evaluate
+from .inputs import Call
+from .messages import _
+
+if TYPE_CHECKING:
+    from .spec import Case, Exercise, Mistake
+
+__all__ = ["Failure", "attempt", "outcome_of", "tolerance", "gradient_names", "reference_of"]
+
+
+@dataclass
+class Failure:
+    """An input on which the candidate's outcome differs from the reference's, and what is known of why."""
+
+    problem: str
+    dims: Dims
+    call: Call
+    weights: dict[str, torch.Tensor] | None
+    expected: Outcome
+    got: Outcome
+    gradient: int | None = None  # which gradient differs, when the output matches
+    mistake: str | None = None
+    hint: str | None = None
+    fix: str = ""
+    stub: bool = False  # the student's function is the released stub (raises NotImplementedError)
+    setup: bool = False  # the student's object could not be built or differentiated: no outputs to show
+    random: bool = False  # the student's output changes with the call's random seed, the reference's does not
+    shrunk: bool = False  # found on a smaller input than the case's own: the numbers are that input's
+
+
+def tolerance(exercise: Exercise, case: Case) -> Tolerance:
+    return exercise.tolerance if case.tolerance is None else case.tolerance
+
+
+def gradient_names(exercise: Exercise, call: Call, weights: dict[str, torch.Tensor] | None) -> list[str]:
+    """What each compared gradient is with respect to: the floating inputs by name, then the module's parameters
+    (sorted by name, as `ModuleAdapter.parameters` gives them)."""
+    inputs = [name for name, value in call.named(exercise.arg_names)
+              if isinstance(value, torch.Tensor) and value.is_floating_point()]
+    return [f"`{n}`" for n in inputs] + [_("the parameter `{name}`").format(name=n) for n in sorted(weights or {})
+                                          if (weights[n].is_floating_point())]
+
+
+def reference_of(exercise: Exercise, dims: Dims, dtype: torch.dtype, seed: int) -> Any:
+    """The reference function, or its module built (and initialised) under ``seed``."""
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)
+        return exercise.adapter.reference(exercise.reference, dims, dtype)
+
+
+_REMEMBERED: dict[tuple, tuple] = {}
+
+
+def _remembered(what: object, exercise: Exercise, case: Case, dims: Dims, seed: int, compute: Callable[[], Any]) -> Any:
+    """``compute()`` for (what, exercise, case, sizes, seed), computed once."""
+    key = (id(what), id(exercise), id(case), tuple(sorted(dims.items())), seed)
+    if key not in _REMEMBERED:
+        if len(_REMEMBERED) > 4096:
+            _REMEMBERED.clear()
+        _REMEMBERED[key] = (compute(), what, exercise, case)  # those kept alive: their ids stay theirs
+    return _REMEMBERED[key][0]
+
+
+def _expected(exercise: Exercise, case: Case, dims: Dims, seed: int) -> tuple[Call, Any, Outcome]:
+    """The inputs of ``case`` at ``dims`` under ``seed``, the reference's weights, and its outcome on them."""
+    gen = torch.Generator().manual_seed(seed)
+    call = (case.inputs or exercise.inputs)(gen, dims, case.dtype)
+    reference = reference_of(exercise, dims, case.dtype, seed)
+    weights = exercise.adapter.weights(reference)
+    expected = evaluate(lambda: reference, call, grad=case.grad, seed=seed, parameters=module_parameters)
+    if expected.error is not None:
+        raise RuntimeError(f"the reference failed on case {case.label!r}: {expected.trace}")
+    return call, weights, expected
+
+
+def attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, seed: int) -> Failure | None:
+    """The candidate on ``case`` at ``dims`` under ``seed``: None if it gives the reference's outcome."""
+    call, weights, expected = _remembered(_expected, exercise, case, dims, seed,
+                                          lambda: _expected(exercise, case, dims, seed))
+    try:
+        got = candidate.evaluate(exercise, case, call, dims, seed, weights)
+        _refuse_changed_inputs(exercise, call, got)
+    except CheckFailed as error:  # the student's object could not be built, or has no gradient path
+        return Failure(str(error), dict(dims), call, weights, expected, Outcome(error_type=CheckFailed.__name__),
+                       setup=True)
+    problem, gradient = compare(expected, got, tolerance(exercise, case), gradient_names(exercise, call, weights),
+                                exercise.output_names)
+    if problem is None:
+        return None
+    return Failure(problem, dict(dims), call, weights, expected, got, gradient,
+                   stub=got.error_type == NotImplementedError.__name__)
+
+
+def _refuse_changed_inputs(exercise: Exercise, call: Call, outcome: Outcome) -> None:
+    """A right output from code that also spoils its caller's tensors is no pass."""
+    if outcome.changed:
+        named = call.named(exercise.arg_names)
+        changed = _(" and ").join(f"`{named[i][0]}`" for i in outcome.changed)
+        raise CheckFailed(_("your code changed its input {names} in place; the caller still needs it as it was. "
+                            "Compute into a new tensor (e.g. torch.cat, .clone(), or an out-of-place operation) "
+                            "instead of writing into the argument.").format(names=changed))
+
+
+def outcome_of(mistake: Mistake, exercise: Exercise, case: Case, failure: Failure, seed: int) -> Outcome | None:
+    """What the catalogued ``mistake`` gives on ``failure``'s input; None if it cannot be built there."""
+    def outcome() -> Outcome | None:
+        try:
+            return LocalCandidate(mistake.impl).evaluate(exercise, case, failure.call, failure.dims, seed,
+                                                         failure.weights)
+        except CheckFailed:
+            return None
+    return _remembered(mistake, exercise, case, failure.dims, seed, outcome)

@@ -1,0 +1,163 @@
+"""A failing case, shrunk and diagnosed: the smallest input that fails in the same way, and the catalogued
+mistake whose outcome there is the student's (otherwise: shape, dtype, NaN or exception hints)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from .adapters import Dims
+from .attempts import Failure, attempt, outcome_of, reference_of, tolerance
+from .building import module_parameters
+from .candidates import Candidate
+from .comparison import same
+from .evaluation import CheckFailed, Outcome, evaluate, flatten
+
+if TYPE_CHECKING:
+    from .spec import Case, Exercise, Mistake
+    from .verdict import Report
+
+__all__ = ["run_case", "failing_uses"]
+
+
+def run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -> Failure | None:
+    """The candidate on ``case``: None if it passes, else its failure, diagnosed and shrunk."""
+    gen = torch.Generator().manual_seed(seed)
+    dims = case.dims(gen) if callable(case.dims) else case.dims or exercise.shapes[-1]
+    failure = attempt(exercise, case, candidate, dims, seed)
+    if failure is None or failure.stub:
+        return failure
+    # Diagnose on the input that failed, then show the smallest input that still fails in the same way (an
+    # exception stays that exception), with the case's flags (keys the ladder lacks: pre=1) kept. A module that
+    # cannot be built is shown at the smallest size where it still cannot be.
+    if not failure.setup:
+        _diagnose(exercise, case, failure, seed, candidate=candidate)
+        if failure.hint is None and failure.got.error is None:
+            failure.random = _random_where_the_reference_is_not(exercise, case, candidate, failure, seed)
+    ladder = exercise.ladder_keys
+    flags = {k: v for k, v in dims.items() if k not in ladder}
+    sizes = ladder - set(exercise.offsets)
+    kind = _failure_kind(failure.expected, failure.got)
+    for smaller in exercise.shapes:
+        if _size(smaller, sizes) >= _size(dims, sizes):
+            break
+        shrunk = attempt(exercise, case, candidate, {**smaller, **flags}, seed)
+        if shrunk is not None and shrunk.setup == failure.setup and _failure_kind(shrunk.expected, shrunk.got) == kind:
+            if failure.hint is not None:
+                if not _explains(exercise, case, failure.mistake, shrunk, seed):
+                    continue  # shown beside an input its mistake does not explain, the hint would read false
+                shrunk.mistake, shrunk.hint, shrunk.fix = failure.mistake, failure.hint, failure.fix
+            elif not failure.setup:
+                _diagnose(exercise, case, shrunk, seed, first=failure)
+            shrunk.random, shrunk.shrunk = failure.random, True
+            return shrunk
+    return failure
+
+
+def failing_uses(uses: Sequence[Exercise], candidate: Candidate, seed: int) -> list[tuple[Report, bool | None]]:
+    """Those of the earlier exercises ``uses`` whose student version fails its own visible check, each with
+    whether the student's code names it (`Candidate.names`)."""
+    failing = []
+    for used in uses:
+        sibling = candidate.sibling(used)
+        if sibling is not None:
+            report = used.run(sibling, seed=seed)
+            if not report.passed:
+                failing.append((report, candidate.names(used.name)))
+    return failing
+
+
+def _size(dims: Dims, sizes: set[str]) -> int:
+    """The product of the sizes (``sizes``: their keys) in ``dims``: how large an input is."""
+    return math.prod(dims[k] for k in sizes if k in dims) if dims else 0
+
+
+def _explains(exercise: Exercise, case: Case, name: str, failure: Failure, seed: int) -> bool:
+    """Does the catalogued mistake ``name`` give the student's outcome on ``failure``'s input too?"""
+    mistake = next(m for m in exercise.mistakes if m.name == name)
+    outcome = outcome_of(mistake, exercise, case, failure, seed)
+    return outcome is not None and same(outcome, failure.got, tolerance(exercise, case))
+
+
+def _random_where_the_reference_is_not(exercise: Exercise, case: Case, candidate: Candidate, failure: Failure,
+                                       seed: int) -> bool:
+    """Does the student's output on ``failure``'s input change when the call draws other random numbers, where
+    the reference's does not (dropout left on, say)?"""
+    other = seed + 1
+    reference = reference_of(exercise, failure.dims, case.dtype, seed)
+    expected = evaluate(lambda: reference, failure.call, grad=False, seed=other, parameters=module_parameters)
+    if not same(expected, failure.expected, tolerance(exercise, case)):
+        return False
+    try:
+        again = candidate.evaluate(exercise, replace(case, grad=False), failure.call, failure.dims, other,
+                                   failure.weights)
+    except CheckFailed:
+        return False
+    return again.error is None and not same(again, failure.got, tolerance(exercise, case))
+
+
+def _diagnose(exercise: Exercise, case: Case, failure: Failure, seed: int, first: Failure | None = None,
+              candidate: Candidate | None = None) -> None:
+    """Name the catalogued mistake whose outcome on the failing input is the student's; where several are, the
+    ``candidate`` is run on other inputs to tell them apart, failing that the first in the catalogue is named.
+
+    ``first``: the larger input that failed first, where no mistake gave the student's output. On a tiny input
+    unrelated mistakes often agree, so a mistake is named here only where the failure on ``first`` says more than
+    values (an exception, NaN or inf: `_failure_kind`) and the mistake fails ``first`` in the same kind.
+    """
+    kind = None if first is None else _failure_kind(first.expected, first.got)
+    if first is not None and kind is None:  # wrong values alone on the first input: nothing to name here
+        return
+    found = []
+    for mistake in exercise.mistakes:
+        broken = outcome_of(mistake, exercise, case, failure, seed)
+        # A mistake that is right on this input explains nothing.
+        if broken is None or not same(broken, failure.got, tolerance(exercise, case)) \
+                or same(broken, failure.expected, tolerance(exercise, case)):
+            continue
+        if first is not None:
+            there = outcome_of(mistake, exercise, case, first, seed)
+            if there is None or _failure_kind(first.expected, there) != kind:
+                continue
+        found.append(mistake)
+    if len(found) > 1 and failure.got.error is None and candidate is not None:
+        found = _told_apart(exercise, case, candidate, failure, found, seed)
+    # An exception that several mistakes raise alike (the check's own "use the cache" error, say) names none of them.
+    if len(found) == 1 or (found and failure.got.error is None):
+        mistake = found[0]
+        failure.mistake, failure.hint, failure.fix = mistake.name, mistake.hint, mistake.fix
+
+
+def _told_apart(exercise: Exercise, case: Case, candidate: Candidate, failure: Failure, tied: list[Mistake],
+                seed: int, tries: int = 3) -> list[Mistake]:
+    """Those of the ``tied`` mistakes that also give the student's values on other inputs of the same case and
+    sizes: an untrained model that repeats its token makes two decoding mistakes decode alike, say."""
+    for other in range(seed + 1, seed + 1 + tries):
+        again = attempt(exercise, case, candidate, failure.dims, other)
+        if again is None or again.setup or again.got.error is not None:
+            continue
+        still = [m for m in tied if (outcome := outcome_of(m, exercise, case, again, other)) is not None
+                 and same(outcome, again.got, tolerance(exercise, case))]
+        tied = still or tied
+        if len(tied) == 1:
+            break
+    return tied
+
+
+def _failure_kind(expected: Outcome, got: Outcome) -> str | None:
+    """The kind of ``got``'s failure where its kind says more than its values: the exception it raised, "shape"
+    (a smaller input where the shapes happen to agree would hide it), or "non-finite" (NaN or inf where
+    ``expected`` is finite); None for wrong finite values."""
+    if got.error is not None:
+        return got.error_type
+    pairs = list(zip(flatten(expected.output), flatten(got.output)))
+    if any(isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.shape != g.shape for e, g in pairs):
+        return "shape"
+    for e, g in pairs:  # the shapes agree here
+        if isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.device == g.device and not e.is_meta \
+                and e.is_floating_point() and g.is_floating_point() and bool((e.isfinite() & ~g.isfinite()).any()):
+            return "non-finite"
+    return None

@@ -1,0 +1,197 @@
+"""What an exercise is: its reference, input maker, shrink ladder, cases and catalogue of `Mistake`s.
+
+An `Exercise` runs its cases on a candidate (`Exercise.run`, a `Report`; `autograde.diagnosis` shrinks and names a
+failure, `autograde.verdict` says it). Chapters declare theirs in ``autograde/exercises/chNN_slug.py``; writing
+them: ``autograde/README.md``. The proofs that each check passes tfm_ref and names every mistake:
+``tests/test_exercises.py``.
+"""
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .adapters import Dims, FunctionAdapter, ModuleAdapter
+from .candidates import Candidate, LocalCandidate, one_thread
+from .comparison import Tolerance
+from .delegation import forbidden_ops, named
+from .diagnosis import failing_uses, run_case
+from .evaluation import CheckFailed
+from .exercises import exercises_of
+from .inputs import Call, randn, random_dims
+from .verdict import Report, delegation_note, failure_message, passed_line
+
+__all__ = ["Call", "Case", "Mistake", "Exercise", "ModuleAdapter", "FunctionAdapter", "Report", "get_exercise",
+           "randn", "random_dims"]
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A common mistake: its name, a broken implementation that makes it, the hint that says what
+    is wrong and why, and (optionally) how to fix it in code, which a student sees only when the
+    same mistake fails again (or behind a toggle on the feedback page)."""
+
+    name: str
+    impl: Callable
+    hint: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test case of an exercise.
+
+    Args:
+        label: what it tests, shown on failure ("fully masked rows").
+        dims: sizes (a dict) or a function drawing them from the generator; None = the
+            exercise's largest shape.
+        dtype: floating dtype of the inputs.
+        grad: also compare the gradients of the floating inputs (and of module parameters).
+        inputs: a different input maker ``(gen, dims, dtype) -> Call`` for this case.
+        tolerance: (rtol, atol) for this case instead of the exercise's, where the dtype itself
+            cannot tell the right answers apart any closer (a large mean in float32).
+    """
+
+    label: str
+    dims: Dims | Callable[[torch.Generator], Dims] | None = None
+    dtype: torch.dtype = torch.float32
+    grad: bool = False
+    inputs: Callable[[torch.Generator, Dims, torch.dtype], Call] | None = None
+    tolerance: Tolerance | None = None
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """A graded exercise: reference, input maker, shrink ladder, cases and mistake catalogue.
+
+    Args:
+        name: the tfm_ref name the student implements (shown in messages).
+        reference: the tfm_ref function or class.
+        inputs: ``(gen, dims, dtype) -> Call``.
+        shapes: sizes from smallest to largest; failures are shrunk along this ladder.
+        visible, hidden: the cases of ``check(...)`` and ``check(..., hidden=True)``.
+        mistakes: the catalogue of broken implementations with their hints.
+        forbidden: PyTorch functions/classes that would do the exercise: their operators are watched
+            (a flag, `autograde.delegation`); tfm_ref's reference is withheld while grading.
+        allowed: tfm_ref functions the student may call (helpers from earlier exercises).
+        arg_names: names shown for positional arguments in failure messages.
+        adapter: `FunctionAdapter()` (default) or a `ModuleAdapter`.
+        atol, rtol: override the dtype's tolerance.
+        key: the id in ``check("chapter.key", ...)`` when two exercises build the same
+            function (e.g. attention, then attention with a mask); defaults to ``name``.
+        uses: earlier exercises of the chapter whose function the student's solution calls;
+            when this check fails and one of those fails its own check, the message says so.
+        output_names: what each item of a tuple output is, in messages (``("output", "weights")``).
+        offsets: keys of ``shapes`` that place the input rather than size it (``O``, the positions
+            already decoded): shrinking sets them too, but an offset of 0 is not a small input.
+        input_note: how the shown input reaches the student's function, where the check calls it
+            through a wrapper (train_step, once per stacked batch).
+        withheld: tfm_ref objects that compute the exercise whole besides its reference (a training loop for
+            a training step): the sandbox lacks them while grading (`autograde.sandbox_tree`).
+    """
+
+    name: str
+    reference: Callable
+    inputs: Callable[[torch.Generator, Dims, torch.dtype], Call]
+    shapes: Sequence[Dims]
+    visible: Sequence[Case]
+    hidden: Sequence[Case] = ()
+    mistakes: Sequence[Mistake] = ()
+    forbidden: Sequence[object] = ()
+    allowed: Sequence[Callable] = ()
+    arg_names: Sequence[str] = ()
+    adapter: Any = field(default_factory=FunctionAdapter)
+    atol: float | None = None
+    rtol: float | None = None
+    key: str = ""
+    uses: Sequence[Exercise] = ()
+    output_names: Sequence[str] = ()
+    offsets: Sequence[str] = ()
+    input_note: str = ""
+    withheld: Sequence[object] = ()
+    forbidden_ops: tuple[str, ...] = field(init=False, repr=False, compare=False)  # set in __post_init__
+    allowed_names: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)  # set in __post_init__
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", self.name)
+        for name in ("shapes", "visible", "hidden", "mistakes", "forbidden", "allowed", "uses", "withheld"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if not self.shapes or not self.visible:
+            raise ValueError(f"exercise {self.name!r} needs at least one shape and one visible case")
+        object.__setattr__(self, "forbidden_ops", forbidden_ops(self.forbidden))
+        object.__setattr__(self, "allowed_names", named(self.allowed))
+
+    @property
+    def tolerance(self) -> Tolerance:
+        return (self.rtol, self.atol)
+
+    @property
+    def ladder_keys(self) -> set[str]:
+        """The keys of ``shapes``: the sizes (and offsets) an input is shrunk along; a case's other keys are flags."""
+        return {k for shape in self.shapes for k in shape}
+
+    def run(self, candidate: Callable | Candidate, hidden: bool = False, *, seed: int | None = None,
+            reveal_fix: bool = True) -> Report:
+        """Run the visible (or visible + hidden) cases; never raises for a wrong answer.
+
+        ``candidate`` is the student's function or class (run here), or a `Candidate` that runs it
+        elsewhere. ``reveal_fix=False`` keeps a recognised mistake's fix out of the message (a
+        student's first failure in their own kernel).
+        """
+        if not isinstance(candidate, Candidate):
+            candidate = LocalCandidate(candidate)
+        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+        with one_thread():
+            return self._run(candidate, hidden, seed, reveal_fix)
+
+    def _run(self, candidate: Candidate, hidden: bool, seed: int, reveal_fix: bool) -> Report:
+        cases = [*self.visible, *self.hidden] if hidden else list(self.visible)
+        started = time.perf_counter()
+        for index, case in enumerate(cases):
+            failure = run_case(self, case, candidate, seed + 7919 * index)
+            if failure is not None:
+                uses = [] if failure.stub else failing_uses(self.uses, candidate, seed)
+                message = failure_message(failure, self, case, seed, hidden, reveal_fix, uses)
+                return Report(self.name, False, failure.mistake, message, len(cases),
+                              delegated=tuple(candidate.delegated), fix_shown=bool(reveal_fix and failure.fix))
+        return Report(self.name, True, None, "", len(cases), time.perf_counter() - started,
+                      delegated=tuple(candidate.delegated))
+
+    def check(self, candidate: Callable, hidden: bool = False) -> Report:
+        """`run`, raising `CheckFailed` with the diagnosis on failure; prints a line on success.
+
+        A recognised mistake's fix is shown the second time the same mistake fails in this process.
+        """
+        report = self.run(candidate, hidden, reveal_fix=False)
+        if not report.passed and report.mistake and (self.key, report.mistake) in _FAILED_BEFORE:
+            report = self.run(candidate, hidden, reveal_fix=True)
+        if not report.passed:
+            if report.mistake:
+                _FAILED_BEFORE.add((self.key, report.mistake))
+            raise CheckFailed(report.message)
+        print(passed_line(report, hidden))
+        if report.delegated:
+            print(delegation_note(report))
+        return report
+
+
+_FAILED_BEFORE: set[tuple[str, str]] = set()
+"""(exercise key, mistake) pairs that already failed in this process: their fix is shown next time."""
+
+
+def get_exercise(key: str) -> Exercise:
+    """``"ch01_attention.softmax"`` → the `Exercise` with key ``softmax`` in
+    ``autograde/exercises/ch01_attention.py`` (its ``EXERCISES`` tuple)."""
+    chapter, _, name = key.rpartition(".")
+    if not chapter:
+        raise ValueError(f"an exercise key is 'chapter.name' (e.g. 'ch01_attention.softmax'), got {key!r}")
+    exercises = exercises_of(chapter)
+    for exercise in exercises:
+        if exercise.key == name:
+            return exercise
+    raise ValueError(f"{chapter} has no exercise {name!r}; it has {[e.key for e in exercises]}")
