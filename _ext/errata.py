@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 # The title word and the plural of each kind of box.
 KINDS = {"erratum": (N_("Erratum"), N_("errata")), "clarification": (N_("Clarification"), N_("clarifications"))}
-TITLE_SEPARATOR = " — "
+TITLE_SEPARATOR = N_(" — ")  # between the title word and the summary; "：" in Chinese
 
 # The errata page links to a box by its anchor; open the box when the address names it.
 _OPEN_TARGETED_BOX = """
@@ -96,11 +96,11 @@ def _record_boxes(app, doctree: nodes.document) -> None:
             continue
         kind, (word, _plural) = kinds[0], KINDS[kinds[0]]
         title = node.next_node(nodes.title).astext()
-        prefix = f"{_(word)}{TITLE_SEPARATOR}"
+        prefix = f"{_(word)}{_(TITLE_SEPARATOR)}"
         if not title.startswith(prefix):  # a page not translated yet
             prefix = f"{word}{TITLE_SEPARATOR}"
         if len(kinds) > 1 or not title.startswith(prefix):
-            logger.warning(f"a {kind} box's title must read '{_(word)}{TITLE_SEPARATOR}<what it corrects>', "
+            logger.warning(f"a {kind} box's title must read '{_(word)}{_(TITLE_SEPARATOR)}<what it corrects>', "
                            f"not {title!r}", location=node)
         if "dropdown" not in node["classes"]:
             logger.warning(f"{kind} box {title!r} must have the class 'dropdown', so that it shows collapsed",
