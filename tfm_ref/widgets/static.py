@@ -52,7 +52,7 @@ class Control:
         name: the keyword the panels' ``draw`` receives.
         label: shown next to the control (the live control's description).
         values: the values offered, in order. ``(False, True)`` becomes a checkbox, more than two
-            numbers a slider, anything else a menu; a single value is shown as fixed text.
+            numbers a slider, anything else a menu; a single value is shown as plain text, not as a control.
         initial: the value shown first; one of ``values``.
         labels: how each value is written (default ``str(value)``).
     Raises:
@@ -290,8 +290,8 @@ def cached_render(recipe: StaticRecipe, root: str | Path, fingerprint: str) -> t
 def _control_html(index: int, control: dict) -> str:
     label, initial, labels = html.escape(control["label"]), control["initial"], control["labels"]
     data = f'data-control="{index}"'
-    if control["kind"] == "fixed":
-        return f'<span class="tfm-widget-control"><span>{label}</span> <output>{html.escape(labels[0])}</output></span>'
+    if control["kind"] == "fixed":  # plain text: nothing to choose
+        return f'<span class="tfm-widget-fixed">{label} {html.escape(labels[0])}</span>'
     if control["kind"] == "checkbox":
         checked = " checked" if initial else ""
         return f'<label class="tfm-widget-control"><input type="checkbox" {data}{checked}/> <span>{label}</span></label>'
