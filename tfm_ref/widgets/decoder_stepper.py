@@ -7,7 +7,7 @@ cross-attention rows over the source characters, (d) the most likely next tokens
 
 Plug in your own decoding rule with ``decoder_stepper(fn=my_pick)``: ``fn(logits) -> int``
 takes the (V,) logits of one step and returns the next token id (None: argmax, i.e. greedy).
-On the book's pages, `static_decoder_stepper` is the widget: every step of two dates.
+On the book's pages, `static_decoder_stepper` is the widget: every step of four dates.
 
 Shapes: S source positions · T generated positions · H heads · V vocabulary.
 """
@@ -34,7 +34,8 @@ __all__ = ["DecodeStep", "decode_steps", "stepper_figure", "decode_text", "decod
 PickFn = Callable[[torch.Tensor], int]
 TITLE = "Step-through decoder — greedy decoding with a KV cache, one token at a time"
 # Dates the book's static stepper offers (the live one takes any).
-DATE_PRESETS = ("Nov 22, 2026", "Thursday, March 5, 2031")
+# Dates in four of the task's formats: month names, a weekday, day first with slashes, year first.
+DATE_PRESETS = ("Nov 22, 2026", "Thursday, March 5, 2031", "22/11/2026", "2031/03/05")
 
 
 def _label(token: str) -> str:
@@ -183,11 +184,12 @@ def decoder_stepper(fn: PickFn | None = None, *, model: Transformer | None = Non
 
 
 def static_decoder_stepper(text: str = DATE_PRESETS[0], max_len: int = 12) -> StaticWidget:
-    """The stepper on the book's pages: every step of ``text`` and of another date, last layer, mean of heads."""
+    """The stepper on the book's pages: every step of ``text`` and of the other `DATE_PRESETS`, last layer, mean of
+    heads."""
     from ..pretrained import load_date_model
 
     dates = load_date_model()
-    texts = tuple(dict.fromkeys((text, *DATE_PRESETS)))[:2]
+    texts = tuple(dict.fromkeys((text, *DATE_PRESETS)))
     decoded = {t: decode_text(dates.model, dates.task, t, max_len) for t in texts}
     n_steps = max(len(steps) for steps, _ in decoded.values())
     last_layer = dates.model.config.n_decoder_layers - 1
