@@ -90,12 +90,14 @@ def test_every_control_of_the_static_explorer_acts_on_the_recording_or_says_why_
         panel.draw(source=recorded, longest=1024, head_dim=128)
     monkeypatch.setattr(efficiency, "measure_attention", lambda seq_lens, head_dim: dict(
         _recorded(), seq_len=list(seq_lens), head_dim=head_dim))
-    panel.draw(source=measured, longest=2048, head_dim=64)  # past the measurement: all of it, and where it stops
-    assert drawn[-1] == ([64, 128, 256, 512, 1024], "measured while the book was built (CPU), up to n = 1024")
-    # a figure per recorded length, one message for the head widths it did not run, one figure past the measurement
+    panel.draw(source=measured, longest=1024, head_dim=64)
+    assert drawn[-1] == ([64, 128, 256, 512, 1024], "measured while the book was built (CPU)")
+    with pytest.raises(ValueError, match="measured up to n = 1024 only"):  # a recorded length it did not reach
+        panel.draw(source=measured, longest=2048, head_dim=64)
+    # a figure per recorded length, one message for the head widths it did not run, one past the measurement
     assert panel.key(recorded, 256, 64) != panel.key(recorded, 1024, 64)
     assert panel.key(recorded, 256, 32) == panel.key(recorded, 256, 128) != panel.key(recorded, 256, 64)
-    assert panel.key(measured, 2048, 32) == panel.key(measured, 4096, 32) != panel.key(measured, 1024, 32)
+    assert panel.key(measured, 2048, 32) == panel.key(measured, 4096, 64) != panel.key(measured, 1024, 32)
     assert panel.key(measured, 256, 32) != panel.key(measured, 256, 128)
 
 

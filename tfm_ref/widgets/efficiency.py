@@ -226,8 +226,8 @@ def static_attention_cost_explorer(data: dict | None = None, longest_measured: i
     Each head width is measured once (when first drawn), up to ``longest_measured`` (one of the live
     explorer's choices, and the first shown); a shorter "longest n" shows the start of that measurement.
     Every control acts on the source chosen, or says why it cannot: "longest n" crops either one (it
-    also offers the recorded lengths past ``longest_measured``, where the measurement is shown whole,
-    its title saying where it stops), and the recorded benchmark ran at one head width.
+    also offers the recorded lengths past ``longest_measured``, which the measurement did not reach: it
+    says so), and the recorded benchmark ran at one head width.
     """
     recorded, measured = "recorded benchmark", "measured on the build machine"
     sources = (recorded, measured) if data is not None else (measured,)
@@ -241,17 +241,17 @@ def static_attention_cost_explorer(data: dict | None = None, longest_measured: i
                 raise ValueError(f"The recorded benchmark ran at head width {recorded_width} only.\n"
                                  "Choose the data measured on the build machine to compare head widths.")
             return cost_figure(_crop(data, longest), "recorded benchmark")
+        if longest > longest_measured:  # a recorded length
+            raise ValueError(f"The build machine measured up to n = {longest_measured} only.\n"
+                             "Choose the recorded benchmark for longer sequences.")
         if head_dim not in measurements:
             measurements[head_dim] = measure_attention(_lengths(longest_measured), head_dim=head_dim)
-        title = "measured while the book was built (CPU)"
-        if longest > longest_measured:  # a recorded length: the whole measurement, saying where it stops
-            title += f", up to n = {longest_measured}"
-        return cost_figure(_crop(measurements[head_dim], longest), title)
+        return cost_figure(_crop(measurements[head_dim], longest), "measured while the book was built (CPU)")
 
     def same_figure(source: str, longest: int, head_dim: int) -> tuple:
         if source == recorded:  # one figure per length, and one message for the head widths it did not run
             return source, longest, recorded_width is None or head_dim == recorded_width
-        return source, min(longest, longest_measured + 1), head_dim
+        return (source, longest, head_dim) if longest <= longest_measured else (source, "unmeasured")
 
     return StaticWidget(
         TITLE,
