@@ -45,3 +45,15 @@ def test_explorer_anchors_keep_the_chosen_anchor_in_the_first_half_and_never_rep
     assert explorer_anchors(10, 100) == (10, 0, 25)
     assert explorer_anchors(90, 100) == (50, 0, 25)
     assert explorer_anchors(0, 100) == (0, 25)
+
+
+def test_the_coinciding_curves_each_show_on_offsets_of_their_own():
+    # The anchors' curves are the same curve: each must still be visible, by a style of its own and its marks
+    # on offsets no other curve marks.
+    fig = pe_figure(pe_table(100, 64), anchors=(10, 0, 25), max_offset=50)
+    (curves,) = [ax for ax in fig.axes if ax.get_lines()]
+    lines = curves.get_lines()
+    assert len({(line.get_linestyle(), line.get_marker()) for line in lines}) == len(lines) == 3
+    marked = [set(line.get_xdata()[line.get_markevery()[0]::line.get_markevery()[1]])
+              for line in lines if line.get_linestyle() == "None"]
+    assert len(marked) == 2 and all(marked) and not marked[0] & marked[1]

@@ -2,7 +2,8 @@
 
 Panel (a) is the table PE (positions × features): fast sin/cos pairs on the left, slow ones on
 the right. Panel (b) is PE(p)·PE(p + k) against the offset k for a few anchors p: the curves
-lie on top of each other, because the dot product depends on k only. Plug in your own table
+lie on top of each other, because the dot product depends on k only; each anchor has its own
+marks, placed apart, so that every curve shows where it covers the others. Plug in your own table
 with ``pe_explorer(fn=my_pe)``: ``fn(n_positions, d_model) -> (n_positions, d_model)`` like
 `tfm_ref.sinusoidal_positional_encoding`. On the book's pages, `static_pe_explorer` is the widget.
 
@@ -69,12 +70,18 @@ def pe_heatmap(table: torch.Tensor, ax) -> None:
 
 
 def offset_curves(table: torch.Tensor, anchors: tuple[int, ...], max_offset: int, ax) -> None:
-    """(b) normalised PE(p)·PE(p + k) against k on ``ax``, one curve per anchor p (the first one bold)."""
+    """(b) normalised PE(p)·PE(p + k) against k on ``ax``, one curve per anchor p: the first a bold line, the
+    others marks alone, each on its own offsets (the curves coincide: the dot product depends on k only)."""
     max_offset = min(max_offset, table.shape[0] - 1 - max(anchors))
     offsets = np.arange(max_offset + 1)
-    for anchor in anchors:
-        ax.plot(offsets, offset_dot_products(table, anchor, max_offset).numpy(), label=f"p = {anchor}",
-                lw=2 if anchor == anchors[0] else 1, ls="-" if anchor == anchors[0] else "--")
+    step = max(len(anchors), max_offset // 12)  # about a dozen marks per curve
+    for i, anchor in enumerate(anchors):
+        values = offset_dot_products(table, anchor, max_offset).numpy()
+        if i == 0:
+            ax.plot(offsets, values, lw=2, label=f"p = {anchor}")
+        else:
+            ax.plot(offsets, values, ls="none", marker="ox^sv"[(i - 1) % 5], ms=6, mfc="none", mew=1.5,
+                    markevery=(i * step // len(anchors), step), label=f"p = {anchor}")
     ax.set_xlabel("offset k")
     ax.set_ylabel("PE(p)·PE(p+k) / (d/2)")
     ax.set_title("(b) the dot product depends on the offset only", fontsize=10)
