@@ -3,6 +3,7 @@ that draws them inline. How they look on the built site: test_site_pages.py."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -74,3 +75,41 @@ def test_diagram_has_no_ids(path):
     """Inline SVGs share the page's ids: two diagrams defining the same one would draw each other's parts."""
     ids = [element.get("id") for element in ET.parse(path).getroot().iter() if element.get("id")]
     assert not ids, f"ids {ids}"
+
+
+def test_beam_search_tree_scores_are_the_sums_of_its_log_probabilities():
+    """Chapter 8's beam-search tree (K = 2): every node's number is its sequence's log-probability under the
+    chapter's two-step example, and the solid nodes are the K best of each step, the dashed ones pruned."""
+    first = {"A": 0.6, "B": 0.4, "C": 0.0}  # the chapter's cell: p(first token), p(second token | first)
+    second = {"A": {"A": 0.3, "B": 0.3, "C": 0.4}, "B": {"A": 0.05, "B": 0.9, "C": 0.05}}
+    cell = (ROOT / "book" / "08_encoder_decoder.md").read_text(encoding="utf-8")
+    assert "first = torch.tensor([0.6, 0.4, 0.0])" in cell and "[0.05, 0.9, 0.05]" in cell, \
+        "chapter 8's example changed: redraw book/diagrams/beam_search_tree.svg"
+
+    def log_p(sequence: str) -> float:
+        p = first[sequence[0]] * (second[sequence[0]][sequence[1]] if len(sequence) > 1 else 1)
+        return math.log(p) if p > 0 else -math.inf
+
+    root = ET.parse(ROOT / "book" / "diagrams" / "beam_search_tree.svg").getroot()
+    texts = [(float(t.get("x")), float(t.get("y")), "".join(t.itertext())) for t in root.iter(f"{SVG}text")]
+
+    def inside(box, x, y):
+        left, top = float(box.get("x")), float(box.get("y"))
+        return left <= x <= left + float(box.get("width")) and top <= y <= top + float(box.get("height"))
+
+    nodes = {}  # a node: a box holding a sequence's name and its log p
+    for box in root.iter(f"{SVG}rect"):
+        held = [text for x, y, text in texts if inside(box, x, y)]
+        names = [text for text in held if re.fullmatch(r"[ABC]{1,2}", text)]
+        values = [text for text in held if re.fullmatch(r"−?\d\.\d\d|−∞", text)]
+        if names and values:
+            nodes[names[0]] = (values[0], box.get("stroke-dasharray") is None)
+    assert set(nodes) == {"A", "B", "C"} | {a + b for a in "AB" for b in "ABC"}, sorted(nodes)
+    for name, (value, _kept) in nodes.items():
+        expected = log_p(name)
+        shown = -math.inf if value == "−∞" else float(value.replace("−", "-"))
+        assert shown == expected or abs(shown - expected) <= 0.005, f"{name}: drawn {value}, log p = {expected:.4f}"
+    for length in (1, 2):
+        step = sorted((name for name in nodes if len(name) == length), key=log_p, reverse=True)
+        kept = {name for name in step if nodes[name][1]}
+        assert kept == set(step[:2]), f"step {length}: drawn as kept {sorted(kept)}, the 2 best are {step[:2]}"
