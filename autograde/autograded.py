@@ -1,32 +1,11 @@
 """nbgrader's autograde step, for notebooks whose cells the sandbox has already run.
 
-``nbgrader autograde`` clears a submission's outputs, restores its locked cells from the
-gradebook, runs it in a kernel (``Execute``), then scores each test cell from its outputs and
-records the grades. Here the cells ran in the sandbox (`autograde.session`), so:
-
-1. `write_executed` writes the notebook as it ran: the source's cells with the student's answers
-   (`autograde.notebook`), each with what it printed and, where it failed, an error output
-   carrying the check's message; into a staging ``submitted/<student>/<assignment>/`` folder,
-   beside the submission's ``timestamp.txt`` and ``submission_secret.txt`` (`stage_files`).
-2. `Recorder.record` runs nbgrader's own ``Autograde`` converter on that folder, without the steps
-   the sandbox replaced (``ClearOutput``, ``Execute``). nbgrader writes
-   ``autograded/<student>/<assignment>/`` (its cell metadata and checksums, the text files) and
-   records the student, the submission and its timestamp, each grade cell's ``auto_score`` (a test
-   cell with an error output scores 0: nbgrader's rule) and the late penalty. Formgrader,
-   ``nbgrader export`` and ``nbgrader generate_feedback`` read what it leaves, as after
-   ``nbgrader autograde``.
-3. Then it tells formgrader what the grader found (`flag_submissions`): a flagged submission is "Flagged?" in
-   formgrader, and the flags, with what each asks of the instructor (and the late penalty, since formgrader's
-   scores are before it), are the automatic comment of its first solution cell, which formgrader shows in that
-   cell's comment box and the feedback page leaves out (`autograde.feedback.GRADER_NOTE`).
-4. When it grades into the course root, it leaves the student's notebook (and ``timestamp.txt``, when the time is
-   known) in the course's ``submitted/<student>/<assignment>/``, as ``nbgrader collect`` would, so formgrader
-   counts it; never over a newer submission there (`keep_submission`).
-
-nbgrader's own ``autograde`` (the command, and formgrader's Autograde button) would run each submission in an
-ordinary kernel, outside the sandbox: the course's config makes its converter refuse (`SandboxOnly`), saying to
-grade with ``python -m autograde grade``; the `Recorder` uses the converter without that refusal and without
-its kernel.
+`write_executed` stages the notebook as it ran (each cell's output; a failed check an error output), and
+`Recorder` runs nbgrader's own ``Autograde`` converter on it without ``ClearOutput`` and ``Execute``, so the
+gradebook, formgrader and ``nbgrader export`` see what ``nbgrader autograde`` would leave. It then sets
+formgrader's "Flagged?" and the grader's note (`flag_submissions`) and keeps the submission in the course's
+``submitted/`` (`keep_submission`). nbgrader's own autograde refuses (`SandboxOnly`): it would run the
+students' code outside the sandbox. See autograde/README.md ("Formgrader").
 """
 from __future__ import annotations
 
@@ -67,9 +46,8 @@ SANDBOX_ONLY = ("Refused: nbgrader's autograde would run the students' code in a
 
 
 class SandboxOnly(NotebookExporter):
-    """nbgrader's ``Autograde`` converter's exporter in the course's config: it refuses, with `SANDBOX_ONLY`, before
-    nbgrader touches a folder or the gradebook (``nbgrader autograde``, formgrader's Autograde button and its API
-    route all build it first). The `Recorder` puts nbgrader's own exporter back."""
+    """nbgrader's ``Autograde`` exporter in the course's config: it refuses with `SANDBOX_ONLY` before nbgrader
+    touches a folder or the gradebook. The `Recorder` puts nbgrader's own exporter back."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -139,10 +117,8 @@ def stage_files(staging: Path, student: str, assignment: str, timestamp: str | N
 
 
 def literal_glob(name: str) -> str:
-    """A file glob that matches exactly ``name``. nbgrader reads a student id as a glob, stripped
-    of surrounding spaces: a student folder named ``*`` or ``bob `` would otherwise match the wrong
-    folder or none. (nbgrader globs the folder it found once more, unescaped, so an id such as
-    ``[0-9]*`` still finds nothing; the slot stages one submission at a time, so it finds no one else's.)"""
+    """A file glob that matches exactly ``name``: nbgrader reads a student id as a glob, stripped of surrounding
+    spaces, so ``*`` or ``bob `` would otherwise match the wrong folder or none."""
     escaped = glob.escape(name)
     core = escaped.strip()
     lead = len(escaped) - len(escaped.lstrip())
@@ -150,10 +126,8 @@ def literal_glob(name: str) -> str:
 
 
 def _sqlite_commits_without_waiting() -> None:
-    """In this process, a SQLite gradebook commits without waiting for the disk (``PRAGMA synchronous=OFF``):
-    nbgrader commits once per graded cell, and each wait for the disk took more than a third of the time a notebook
-    took to grade. An application that dies mid-commit still leaves the file whole; a machine that does could spoil
-    it, so `autograde.grade` keeps a copy of the gradebook as it was before the run."""
+    """Make a SQLite gradebook commit without waiting for the disk (``synchronous=OFF``): nbgrader commits once per
+    graded cell, a third of a notebook's time. A machine crash could spoil the file, so `grade` keeps a copy."""
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
@@ -169,13 +143,8 @@ def _without_waiting(connection: object, record: object) -> None:
 
 
 class Recorder:
-    """nbgrader's autograde step, one graded submission at a time (each grading slot has one).
-
-    The converter is nbgrader's ``Autograde`` without the steps the sandbox replaced (``ClearOutput``,
-    ``Execute``) and without its metadata validation (``CheckCellMetadata``: the notebook was just
-    written from the course's own source). A submission nbgrader fails on is left without an
-    autograded folder (nbgrader removes it) and logged.
-    """
+    """nbgrader's autograde step, one staged submission at a time (one per grading slot), without ``ClearOutput``,
+    ``Execute`` and ``CheckCellMetadata`` (the notebook was just written from the course's source)."""
 
     def __init__(self, staging: Path, out: Path, config: Config):
         _sqlite_commits_without_waiting()
@@ -198,12 +167,8 @@ class Recorder:
 
     def record(self, student: str, assignment: str, flags: Iterable[str] = (),
                submission: Path | str | None = None) -> Recorded | None:
-        """Autograde the staged notebook of ``student``; what the gradebook then holds (None: nothing). An id
-        that `autograde.collection.exportable_id` refuses is never recorded: None.
-
-        ``flags``, the row's so far (``late`` is added here when nbgrader found the submission late), go to
-        formgrader (`flag_submissions`); ``submission``, the notebook as the student handed it in, to the course's
-        ``submitted/`` when grading into the course root (`keep_submission`)."""
+        """Autograde ``student``'s staged notebook; what the gradebook then holds (None: nothing, or an id
+        `exportable_id` refuses). ``flags`` go to formgrader, ``submission`` to the course's ``submitted/``."""
         from nbgrader.converters import NbGraderException
 
         if not exportable_id(student):
@@ -256,11 +221,10 @@ FLAG_NOTES = {
     **dict.fromkeys(("grader-error", "grader-crashed", "sandbox-failed"),
                     "the grader's own failure: grade this notebook again (the traceback is in grader-errors.log)."),
 }
-"""What each flag asks of the instructor, in the note formgrader shows (autograde/README.md says more)."""
+"""What each flag asks of the instructor, in the note formgrader shows."""
 
 UNFLAGGED = frozenset({"time-unverified", "no-timestamp"})
-"""Flags that say where a time came from, which a whole run shares (no --submitted-at file): in the note, but they
-do not make a submission "Flagged?" in formgrader."""
+"""Flags a whole run without --submitted-at shares: in the note, but not "Flagged?" in formgrader."""
 
 
 def _duration(seconds: float) -> str:
@@ -304,11 +268,8 @@ def _cell_order(out: Path | None, student: str, assignment: str, notebook: str) 
 
 @functools.lru_cache(maxsize=None)
 def shared_gradebook(db_url: str):
-    """One nbgrader ``Gradebook`` for the process and ``db_url``: SQLAlchemy then compiles each query once, where a
-    gradebook opened per notebook (as nbgrader's ``GetGrades`` does) compiled them all again, most of what reading a
-    notebook's grades cost. Whoever uses it ends their transaction (commit or rollback) before returning, and
-    starts with a rollback, so that it reads what other connections committed and SQLite holds no lock between
-    notebooks."""
+    """One nbgrader ``Gradebook`` per process and ``db_url``, so SQLAlchemy compiles each query once. Users start
+    with a rollback and end their transaction before returning, so SQLite holds no lock between notebooks."""
     from nbgrader.api import Gradebook
 
     from .course import tools_on_path
@@ -318,10 +279,8 @@ def shared_gradebook(db_url: str):
 
 
 def flag_submissions(db_url: str, flagged: Iterable[tuple[str, str, Iterable[str]]], out: Path | None = None) -> None:
-    """For each ``(student, assignment, flags)`` the gradebook has: formgrader's "Flagged?" (set by any flag but
-    the `UNFLAGGED` ones, cleared otherwise: each grading run decides it anew) and the grader's note (`grader_note`)
-    as the automatic comment of the notebook's first solution cell, after nbgrader's own ("No response."); an
-    earlier run's note goes. ``out``: where the autograded notebooks are, for the order of the cells."""
+    """For each ``(student, assignment, flags)`` the gradebook has, set formgrader's "Flagged?" (any flag but
+    `UNFLAGGED`) and put `grader_note` in the first solution cell's automatic comment, replacing an earlier run's."""
     from nbgrader.api import MissingEntry
 
     gb = shared_gradebook(db_url)
@@ -353,8 +312,7 @@ def flag_submissions(db_url: str, flagged: Iterable[tuple[str, str, Iterable[str
 
 
 def _time(folder: Path, notebook: Path) -> tuple[datetime.datetime | None, datetime.datetime | None]:
-    """When a submission was handed in (its ``timestamp.txt``, None without one) and when its notebook was
-    written (None: no notebook)."""
+    """When a submission was handed in (its ``timestamp.txt``) and when its notebook was written; None if unknown."""
     from nbgrader.utils import parse_utc
 
     stamped = None
@@ -370,12 +328,9 @@ def _time(folder: Path, notebook: Path) -> tuple[datetime.datetime | None, datet
 
 
 def keep_submission(submitted: Path, student: str, assignment: str, notebook: Path, staged: Path) -> bool:
-    """Put ``notebook`` (the submission as handed in) into ``submitted/<student>/<assignment>/<assignment>.ipynb``,
-    with the ``timestamp.txt`` and ``submission_secret.txt`` staged beside the graded one in ``staged/<student>/
-    <assignment>/``, as ``nbgrader collect`` leaves a submission; whether it did. It does not when the notebook
-    is already there (the class was graded from ``submitted/``), nor over a submission that may be newer: one
-    with a later time, or with a time when this one has none, or, neither having one, a notebook written
-    later."""
+    """Copy the submission and its staged ``timestamp.txt``/``submission_secret.txt`` into ``submitted/``, as
+    ``nbgrader collect`` would; whether it did. Never over itself or over one that may be newer (a later time, a
+    time where this has none, or, neither timed, a notebook written later)."""
     folder, stage = submitted / student / assignment, staged / student / assignment
     dest = folder / f"{assignment}.ipynb"
     if folder.is_dir() and notebook.resolve().parent == folder.resolve():

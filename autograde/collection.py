@@ -1,23 +1,10 @@
-"""Finding the submissions to grade: ``<student_id>/<assignment>/<assignment>.ipynb``, in a folder
-or a .zip of one, or an LMS's download (`collect`, `autograde.lms`), and when each was handed in.
+"""Finding the submissions to grade and when each was handed in.
 
-Nothing a student hands in is trusted to stay in its folder: a symlink (in the folder, or a
-zip member that is one) whose target leaves that student's folder is refused, and the
-submission gets the flag ``symlink-outside``; a zip member with an absolute or ``..`` path is
-skipped with the flag ``unsafe-zip-member``; a notebook larger than the limit is not read and
-gets ``notebook-too-large``; a student whose files together are larger than the student's budget
-has none of them read (every row of theirs gets ``submission-too-large``). Each of these costs only
-that student.
-
-Beside the notebook, nbgrader's exchange leaves ``timestamp.txt`` and ``submission_secret.txt``
-(what ``release_feedback`` files the feedback under). Each is read only if it is a small text file in
-the student's folder; a timestamp nbgrader cannot parse is dropped with the flag ``bad-timestamp``.
-``timestamp.txt`` is the student's claim, wherever it comes from: ``nbgrader submit`` runs in the
-student's account and writes it (and the name of its folder in the exchange's ``inbound/``, from which
-``nbgrader collect`` picks the latest) where the student can write, and collect copies it as it is
-(jupyter/nbgrader#1104). So the time the late policy uses is the instructor's record's when there is one
-(`read_submission_times`: the LMS's export), and otherwise the student's own, flagged ``time-unverified``
-(`settle_times`); a submission with no time at all is flagged ``no-timestamp``.
+nbgrader's ``<student_id>/<assignment>/<assignment>.ipynb``, in a folder or a .zip of one, or an LMS's
+download (`collect`, `autograde.lms`). Nothing a student hands in is trusted to stay in its folder or its
+budget: what is refused costs that student's row only, with a flag. ``timestamp.txt`` is the student's
+claim; the instructor's record wins (`settle_times`). The rules are in autograde/README.md ("Collection",
+"Student ids", "Submission times a student cannot write").
 """
 from __future__ import annotations
 
@@ -73,10 +60,8 @@ def find_submissions(root: Path, assignments: list[str], max_bytes: int, flags: 
                      max_student_bytes: int | None = None) -> list[Submission]:
     """Every ``<student>/<assignment>/`` folder under ``root`` for a known assignment.
 
-    ``flags`` (student id → flags) adds what was found while extracting a zip. A student whose notebooks in
-    their assignment folders are together larger than ``max_student_bytes`` (at least ``max_bytes``) has none
-    of them read: each of their rows gets ``submission-too-large``, as when a zip's student is over budget.
-    """
+    ``flags`` (student id → flags) adds what extracting a zip found. A student whose notebooks together exceed
+    ``max_student_bytes`` (at least ``max_bytes``) has none read: each row gets ``submission-too-large``."""
     base = Path(os.path.realpath(root))
     flags = flags or {}
     budget = None if max_student_bytes is None else max(max_student_bytes, max_bytes)
@@ -95,8 +80,7 @@ def find_submissions(root: Path, assignments: list[str], max_bytes: int, flags: 
 
 
 def _notebook_bytes(folder: Path, assignments: list[Path]) -> int:
-    """The bytes of the notebooks (regular files, links not followed) directly in ``folder``'s assignment folders
-    (those that are real folders inside it); 0 for a linked folder, which `_submission` refuses anyway."""
+    """The bytes of the notebooks directly in ``folder``'s real assignment folders, links not followed."""
     if folder.is_symlink():
         return 0
     total = 0
@@ -110,21 +94,18 @@ def _notebook_bytes(folder: Path, assignments: list[Path]) -> int:
 
 
 def shown(name: str) -> str:
-    """A student folder's name as it may reach the instructor's terminal or a log: a character that is not
-    printable (an escape sequence that clears the screen, a right-to-left override) is written as its code."""
+    """A folder's name as it may reach a terminal or a log: each unprintable character written as its code."""
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in name)
 
 
 def without_assignments(root: Path, assignments: list[str]) -> list[str]:
-    """The folders under ``root`` that `find_submissions` takes for students but that hold no folder named after
-    an assignment (a misnamed one, say): no row comes from them, so the instructor is told."""
+    """The student folders under ``root`` that hold no assignment folder: no row comes from them."""
     return [student.name for student in _student_folders(Path(os.path.realpath(root)))
             if not any(child.name in assignments for child in student.iterdir())]
 
 
 def _student_folders(base: Path) -> list[Path]:
-    """The folders under ``base`` that are students' (a stray file is not a student; a symlinked folder is
-    refused by `_submission`)."""
+    """The folders under ``base`` that are students' (a symlinked one is refused later, by `_submission`)."""
     return sorted(p for p in base.iterdir() if not _not_a_student(p.name) and p.is_dir())
 
 
@@ -152,8 +133,8 @@ SMALL_TEXT_BYTES = 256
 
 
 def _small_text(path: Path, folder: Path) -> str | None:
-    """The stripped text of ``path``: a regular file inside ``folder`` of at most
-    ``SMALL_TEXT_BYTES``; "" when it is something else, None when there is none."""
+    """The stripped text of a regular file inside ``folder`` of at most ``SMALL_TEXT_BYTES``; "" when it is
+    something else, None when there is none."""
     if not path.exists() and not path.is_symlink():
         return None
     if not _inside(path, folder) or not path.is_file():
@@ -178,25 +159,15 @@ def _is_timestamp(text: str) -> bool:
 
 def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: int,
                 max_student_bytes: int = int(MAX_STUDENT_MB * 2**20)) -> tuple[Path, dict[str, list[str]]]:
-    """Unzip what is safe; the folder holding the student folders, and flags by student.
+    """Unzip what is safe: the folder holding the student folders, and flags by student.
 
-    A member with an absolute or ``..`` path, one that would be written through a symlink or over
-    something already unpacked, and one that cannot be read (corrupt, encrypted) is skipped; a
-    symlink member is made a symlink only if it points inside its student's folder (otherwise
-    skipped); a member larger than ``max_bytes`` once unpacked is dropped. Each flags the student
-    the member belongs to. Only the files grading reads are unpacked (a student's notebooks and the
-    exchange's ``timestamp.txt`` and ``submission_secret.txt``).
-
-    Each student (top-level folder) has a budget, ``max_student_bytes`` (at least ``max_bytes``): what is
-    unpacked for them, each folder, link or file counting `ENTRY_BYTES` and a file what it unpacks to besides
-    (counted while unpacking, whatever its header claims). A student who would exceed it gets
-    ``submission-too-large`` and nothing of theirs is kept but their assignment folders, so each of their rows
-    says so; everyone else's files are unpacked as usual. So no student can fill the disk or cost the class
-    its grades.
+    Only the files grading reads are unpacked. An unsafe member (absolute or ``..`` path, through or over a
+    link or an earlier member, unreadable, a link leaving its student's folder, too large) is skipped and flags
+    its student. Each student has a budget (``max_student_bytes``, each entry costing `ENTRY_BYTES` besides its
+    bytes, counted while unpacking): one over it keeps only empty assignment folders, flagged ``submission-too-large``.
 
     Raises:
-        CollectionError: the archive cannot be read.
-    """
+        CollectionError: the archive cannot be read."""
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError, ValueError) as error:  # ValueError: a name that is not UTF-8
@@ -222,29 +193,27 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
                 flags.setdefault(student, []).append("unsafe-zip-member")
                 continue
             left = budget - spent.get(student, 0) - ENTRY_BYTES  # for its contents, once its own entry is paid
-            if stat.S_ISLNK(member.external_attr >> 16):
-                link = zf.read(member).decode(errors="replace")
+            link = zf.read(member).decode(errors="replace") if stat.S_ISLNK(member.external_attr >> 16) else None
+            kept = member.is_dir() or len(parts) == len(top) + 3 and (parts[-1].endswith(".ipynb")
+                                                                       or parts[-1] in EXCHANGE_FILES)
+            if link is not None:
                 resolved = posixpath.normpath(posixpath.join(posixpath.dirname("/".join(parts)), link))
-                student_root = "/".join(parts[:len(top) + 1])
-                if link.startswith("/") or not resolved.startswith(student_root + "/"):
+                if link.startswith("/") or not resolved.startswith("/".join(parts[:len(top) + 1]) + "/"):
                     flags.setdefault(student, []).append("symlink-outside")
                     continue
-                if left < 0:
-                    flags.setdefault(student, []).append(TOO_LARGE)
-                    continue
+            elif not kept:
+                continue
+            if left < 0:
+                flags.setdefault(student, []).append(TOO_LARGE)
+                continue
+            if link is not None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.symlink(link, target)
                 spent[student] = spent.get(student, 0) + ENTRY_BYTES
             elif member.is_dir():
-                if left < 0:
-                    flags.setdefault(student, []).append(TOO_LARGE)
-                    continue
                 target.mkdir(parents=True, exist_ok=True)
                 spent[student] = spent.get(student, 0) + ENTRY_BYTES
-            elif len(parts) == len(top) + 3 and (parts[-1].endswith(".ipynb") or parts[-1] in EXCHANGE_FILES):
-                if left < 0:
-                    flags.setdefault(student, []).append(TOO_LARGE)
-                    continue
+            else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     if parts[-1].endswith(".ipynb"):
@@ -268,8 +237,7 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
 
 
 def _keep_only_assignment_folders(student: Path, assignments: set[str]) -> None:
-    """Remove what was unpacked for an over-budget student, leaving an empty folder per assignment they handed
-    in, where `find_submissions` finds their rows (and their own, empty, where `without_assignments` names it)."""
+    """Empty an over-budget student's folder, leaving an empty folder per assignment they handed in."""
     if student.is_symlink():
         student.unlink()
     elif student.exists():
@@ -280,10 +248,8 @@ def _keep_only_assignment_folders(student: Path, assignments: set[str]) -> None:
 
 
 def _unsafe_target(target: Path, into: Path, folder: bool) -> bool:
-    """Would writing ``target`` (under ``into``, a real path) go through a symlink, or onto one or
-    onto a file already there? A link that an earlier member made may point anywhere once followed
-    (its target was checked as written, not as its folders resolve): a member is written only where
-    every folder on its way is a real one, and a file only once."""
+    """Would writing ``target`` go through a symlink, onto one, or onto a file already there? An earlier link
+    member may point anywhere once followed, so every folder on the way must be a real one."""
     parent = target.parent
     while parent != into and not os.path.lexists(parent):
         parent = parent.parent
@@ -294,8 +260,8 @@ def _unsafe_target(target: Path, into: Path, folder: bool) -> bool:
 
 def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, max_bytes: int,
                   cut: bool = False) -> int | None:
-    """Unpack ``member`` to ``target``: the bytes written, or None if it is larger than ``max_bytes``
-    (whatever its header claims: a zip bomb is stopped while unpacking); with ``cut``, its first ``max_bytes``."""
+    """Unpack ``member`` to ``target``: the bytes written, or None past ``max_bytes`` (counted while unpacking,
+    whatever the header claims); with ``cut``, its first ``max_bytes``."""
     written = 0
     with zf.open(member) as source, open(target, "wb") as sink:
         while chunk := source.read(min(1 << 20, max_bytes + 1 - written)):
@@ -310,8 +276,7 @@ def _copy_at_most(zf: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, ma
 
 
 def _common_top(members: list[zipfile.ZipInfo], assignments: list[str]) -> list[str]:
-    """``["class"]`` when every member sits in one folder that holds the student folders (members that are
-    skipped anyway, and macOS's ``__MACOSX`` beside the folder, aside)."""
+    """``["class"]`` when every member sits in one wrapper folder around the student folders."""
     parts = [[p for p in m.filename.split("/") if p not in ("", ".")]
              for m in members if not m.filename.startswith("/")]
     parts = [p for p in parts if p and ".." not in p and not _not_a_student(p[0])]
@@ -330,13 +295,8 @@ FORMULA_START = "=+-@"
 
 
 def exportable_id(name: str) -> bool:
-    """May ``name`` (a student folder's) reach nbgrader's gradebook? An allow-list: letters of any script, digits,
-    ``._-@+``, and a combining mark after the first character (Devanagari's vowel signs, say); never a formula's
-    first character (``=``, ``+``, ``-``, ``@``) at the start. nbgrader writes ids as they are into file paths,
-    file patterns (``*``, ``?``, ``[``) and ``nbgrader export``'s CSV (no quoting: a comma, a quote or a line
-    break shifts its columns; ``;`` starts a cell where a spreadsheet's list separator is ``;``, a space or a
-    tab before a formula too); whatever is not on the list stays out of the gradebook, its row in grades.csv
-    flagged ``unexportable-student-id``."""
+    """May ``name`` reach nbgrader's gradebook? An allow-list: letters of any script, digits, ``._-@+``, a
+    combining mark after the first character; never ``=``, ``+``, ``-`` or ``@`` first (README: "Student ids")."""
     if not name or name[0] in FORMULA_START:
         return False
     for index, char in enumerate(name):
@@ -365,12 +325,8 @@ NBGRADER_TIME = "%Y-%m-%d %H:%M:%S.%f UTC"  # what nbgrader's submit writes, and
 
 
 def parse_time(text: str, zone: str = "UTC") -> datetime:
-    """``text`` as an aware datetime: ISO 8601 (``2026-11-20 17:03:00``, ``2026-11-20T17:03:00Z``, with an offset,
-    nbgrader's own ``... UTC``) or one of `TIME_FORMATS`; a time without a zone is in ``zone``.
-
-    Raises:
-        ValueError: it is none of these, or has no time of day.
-    """
+    """``text`` as an aware datetime: ISO 8601 (nbgrader's ``... UTC`` too) or one of `TIME_FORMATS`; a time
+    without a zone is in ``zone``. Raises ValueError if it is none of these or has no time of day."""
     from zoneinfo import ZoneInfo
 
     text = " ".join(text.split())
@@ -392,19 +348,9 @@ def parse_time(text: str, zone: str = "UTC") -> datetime:
 
 
 def read_submission_times(path: Path, zone: str = "UTC") -> SubmissionTimes:
-    """The instructor's ``student_id, assignment, time`` file (a header row, any further columns ignored; a
-    blank time is no time). A time without a zone is in ``zone``.
-
-    Raises:
-        CollectionError: the file cannot be read, lacks a column, has a time it cannot read or two different
-            times for one submission; the message names the line.
-    """
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise CollectionError(f"unknown time zone {zone!r} (a name such as UTC or Europe/Berlin)") from None
+    """The instructor's ``student_id, assignment, time`` file (header row; extra columns ignored; a blank time is
+    none). Raises CollectionError, naming the line, for anything it cannot read or two times for one submission."""
+    _check_zone(zone)
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:  # utf-8-sig: Excel's "CSV UTF-8" starts with a BOM
             rows = list(csv.reader(f))
@@ -439,20 +385,23 @@ def read_submission_times(path: Path, zone: str = "UTC") -> SubmissionTimes:
     return SubmissionTimes(str(path), times)
 
 
+def _check_zone(zone: str) -> None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise CollectionError(f"unknown time zone {zone!r} (a name such as UTC or Europe/Berlin)") from None
+
+
 def _key(student: str, assignment: str) -> tuple[str, str]:
-    """A submission as the record names it: a folder unpacked on macOS spells ``ë`` as ``e`` and a combining mark
-    (NFD), an LMS's export as one character (NFC); both are the same student."""
+    """A submission as the record names it, in NFC: macOS unpacks ``ë`` as NFD, an LMS's export writes NFC."""
     return unicodedata.normalize("NFC", student), unicodedata.normalize("NFC", assignment)
 
 
 def settle_times(submissions: list[Submission], record: SubmissionTimes | None) -> list[Submission]:
-    """Each submission with the time its late penalty is computed from, and flags saying whose it is.
-
-    With the instructor's ``record``: its time, the student's own ignored (and a bad one not flagged); a
-    submission it lacks gets ``no-timestamp``. Without: the student's ``timestamp.txt``, flagged
-    ``time-unverified``, or ``no-timestamp`` where there is none (``bad-timestamp`` where it could not be read).
-    Either way a submission without a time counts as on time, and its row says so.
-    """
+    """Each submission with the time its late penalty uses and a flag saying whose: the instructor's ``record``
+    (a missing one: ``no-timestamp``), else the student's, flagged ``time-unverified`` (or ``no-timestamp``)."""
     settled = []
     for sub in submissions:
         flags = list(sub.flags)
@@ -468,16 +417,14 @@ def settle_times(submissions: list[Submission], record: SubmissionTimes | None) 
 
 
 def unmatched_times(submissions: list[Submission], record: SubmissionTimes) -> list[tuple[str, str, int]]:
-    """The record's (student_id, assignment, line) that no submission has: a misspelt id, or a submission missing
-    (a time the download itself gave, line 0, always has its submission)."""
+    """The record's (student_id, assignment, line) that no submission has (line 0: the download's own time)."""
     found = {_key(s.student_id, s.assignment) for s in submissions}
     return sorted((*key, line) for key, (_, line) in record.times.items() if key not in found and line)
 
 
 def with_times(record: SubmissionTimes | None, times: dict[tuple[str, str], str],
                source: str) -> SubmissionTimes | None:
-    """The instructor's ``record`` with the times an LMS download recorded (`Collected.times`: Blackboard's
-    attempts), which the student could not write either; where both have a submission, the record's counts."""
+    """The instructor's ``record`` with the times an LMS download recorded (Blackboard's); the record's win."""
     if not times:
         return record
     given = {_key(*key): (stamp, 0) for key, stamp in times.items()}
@@ -488,8 +435,8 @@ def with_times(record: SubmissionTimes | None, times: dict[tuple[str, str], str]
 
 @dataclass(frozen=True)
 class Collected:
-    """What `collect` found: the submissions, the times the download itself records (Blackboard's attempts:
-    (student_id, assignment) → nbgrader's timestamp, UTC), lines for the instructor, and the layout read."""
+    """What `collect` found: the submissions, the download's own times ((student, assignment) → UTC timestamp),
+    notes for the instructor, and the layout read."""
     submissions: list[Submission]
     times: dict[tuple[str, str], str]
     notes: list[str]
@@ -502,25 +449,15 @@ LMS_LATE = "lms-late"  # Canvas named the file LATE: a marker, not a time
 def collect(source: Path, into: Path, assignments: list[str], max_bytes: int,
             max_student_bytes: int = int(MAX_STUDENT_MB * 2**20), layout: str = "auto",
             mapping: dict[str, str] | None = None, zone: str = "UTC") -> Collected:
-    """The submissions in ``source`` (a folder or a .zip): nbgrader's ``<student>/<assignment>/<assignment>.ipynb``
-    (`find_submissions`, `extract_zip`), or an LMS's download (`autograde.lms`: Canvas, Moodle, Blackboard), as
-    ``layout`` says or, with ``auto``, as the names show. ``into`` (empty) receives what is unpacked. ``mapping``
-    (`autograde.lms.read_mapping`) names the student id of an LMS's name, or of a folder's; a time in a download's
-    names is in ``zone``.
+    """The submissions in ``source`` (a folder or a .zip) in nbgrader's layout or an LMS's (``layout``, or
+    ``auto``: as the names show), unpacked into ``into``; ``mapping`` names LMS names' student ids.
 
     Raises:
-        CollectionError: ``source`` cannot be read, holds no submission, mixes layouts, or holds a notebook named as
-            no layout (or not as ``layout``) names one; or the mapping gives one student two submissions. Nothing
-            has been graded then, and the message (one line) says what was expected and what was found.
-    """
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
+        CollectionError: nothing to grade, mixed layouts, a notebook no layout names, or two submissions of one
+            student and assignment after mapping; the one-line message says what was expected and found."""
     from . import lms
 
-    try:
-        ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise CollectionError(f"unknown time zone {zone!r} (a name such as UTC or Europe/Berlin)") from None
+    _check_zone(zone)
     if source.suffix.lower() == ".zip" and source.is_file():
         try:
             with zipfile.ZipFile(source) as zf:
@@ -557,8 +494,7 @@ MAX_LISTED = 100_000  # entries of a folder looked at to tell its layout
 
 
 def _listing(folder: Path) -> list[str]:
-    """The paths under ``folder``, ``/`` between folders and after a folder's name, as a zip lists its members;
-    links are not followed (`find_submissions` refuses one that leaves its student's folder)."""
+    """The paths under ``folder`` as a zip lists them (``/`` after a folder's name); links not followed."""
     entries: list[str] = []
     for parent, folders, files in os.walk(folder):
         relative = Path(parent).relative_to(folder)
@@ -591,8 +527,7 @@ class _Survey:
 
 
 def _survey(entries: list[str], assignments: list[str], layout: str, unwrap: bool = True) -> _Survey:
-    """What ``entries`` (a listing: ``/`` between folders, after a folder's name) hold, in the one folder they are
-    all in if ``unwrap`` and that folder is no student's and holds something to grade."""
+    """What ``entries`` hold, inside the one folder around them all if ``unwrap`` and it is no student's."""
     from . import lms
 
     paths = []
@@ -734,9 +669,8 @@ def _collect_lms(source: Path, top: list[str], found: list, into: Path, assignme
 
 def _lms_notebook(entry: Path | zipfile.ZipInfo, archive: zipfile.ZipFile | None, target: Path, max_bytes: int,
                   left: int) -> tuple[Path | None, str | None, int]:
-    """One notebook of an LMS download: (where it can be read, what went wrong, its bytes). In a folder (``entry``
-    a path) it is read where it is, if it is a regular file (a link is refused); from a zip it is unpacked to
-    ``target``, never more than ``max_bytes`` or what is ``left`` of its student's budget."""
+    """One notebook of an LMS download: (where to read it, what went wrong, its bytes). A folder's is read in
+    place if regular; a zip's is unpacked to ``target`` within ``max_bytes`` and what is ``left`` of the budget."""
     if archive is None:
         info = os.lstat(entry)
         if stat.S_ISLNK(info.st_mode):

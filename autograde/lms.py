@@ -1,25 +1,10 @@
 """Reading the names an LMS gives the files of a download: who handed in what, and when.
 
-nbgrader's ``zip_collect`` reads such names with one regular expression of named groups
-(``FileNameCollectorPlugin.named_regexp``: ``student_id``, ``file_id``, optionally ``timestamp``); its own
-example is Blackboard's ``ps1_hacker_attempt_2016-01-30-20-30-10_problem1.ipynb``. Here each LMS has its
-pattern (`PATTERNS`), tried on the file's path within the download:
-
-* **Canvas** ("Download Submissions"): a flat zip of ``<name>_<user id>_<submission id>_<file>``, where
-  ``<name>`` is the student's sortable name, lowercased, without punctuation (``doejane``) and a late
-  submission has ``LATE`` after it (``doejane_LATE_1234_5678_ch01_attention.ipynb``). The marker says only that
-  Canvas thought it late (flag ``lms-late``); it carries no time.
-* **Moodle** ("Download all submissions"): a folder per submission,
-  ``<Full Name>_<participant id>_assignsubmission_file_/<file>`` (or, unticking "Download submissions in
-  folders", the same as one flat name).
-* **Blackboard** ("Download Assignment"): a flat zip of ``<assignment>_<user>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>``
-  beside a ``.txt`` receipt per attempt. The attempt's time is the LMS's record, which the student cannot write:
-  it is the submission's time (in ``--timezone``; the latest attempt is graded).
-
-The assignment is the known assignment id the file's name contains (a student's ``ch01_attention (2).ipynb``,
-``ch01_attention-1.ipynb`` as Canvas renames a second upload), else the one its chapter (``ch01``, ``Chapter 1``)
-names, in the file's name or in the LMS's name for the assignment (Blackboard's); a download that names one
-assignment only is that assignment's, so a notebook a student renamed (``homework.ipynb``) is graded as it.
+As nbgrader's ``zip_collect`` does, one pattern of named groups per LMS (`PATTERNS`), tried on each file's
+path: Canvas's flat ``<sortable name>_[LATE_]<user id>_<submission id>_<file>`` (LATE carries no time: flag
+``lms-late``), Moodle's ``<Full Name>_<id>_assignsubmission_file_/<file>`` (a folder, or one flat name),
+Blackboard's ``<assignment>_<user>_attempt_<time>_<file>`` (the LMS's time, which the late policy uses).
+How the assignment is told from the name is in autograde/README.md ("An LMS's download").
 """
 from __future__ import annotations
 
@@ -130,13 +115,8 @@ def default_id(name: str, number: str = "") -> str:
 
 
 def read_mapping(path: Path) -> dict[str, str]:
-    """The instructor's ``lms_name, student_id`` file (a header row, further columns ignored): the student id
-    each LMS name (or LMS number: Canvas's user id, Moodle's participant id) is graded under.
-
-    Raises:
-        MappingError: the file cannot be read, lacks a column, or maps one name to two ids; the message names
-            the line.
-    """
+    """The instructor's ``lms_name, student_id`` file: the student id each LMS name (or number) is graded under.
+    Raises MappingError, naming the line, if it cannot be read, lacks a column or maps a name to two ids."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             rows = list(csv.reader(f))

@@ -1,13 +1,9 @@
 """The class's records in OUT, which every grading run merges into instead of replacing.
 
-A run grades some (student, assignment) submissions: one student handed in again, one chapter was collected.
-Their rows replace the rows those submissions had in ``grades.csv``, ``checks.csv`` and ``grader-errors.log``;
-everyone else's rows stay as they were, byte for byte but for their ``similar-to:`` flags, which are computed
-again over the whole class's latest submissions (`autograde.similarity`): a regrade of one student compares them
-with everyone, and a student who copied from them keeps (or loses) that flag. What the comparison needs, each
-row's solution cells and flags, is kept between runs in `RECORD` (``OUT/grading-record.json``, git-ignored: it
-holds the students' code). Each file is written whole beside the old one and then put in its place, so a reader
-never sees half of one. A row graded before `RECORD` existed keeps its flags as written until it is graded again.
+A run's (student, assignment) rows replace those submissions' rows in ``grades.csv``, ``checks.csv`` and
+``grader-errors.log``; everyone else's stay, but for ``similar-to:`` flags, computed again over the class from
+`RECORD` (each row's solution cells: git-ignored, it holds the students' code). Files are written beside the old
+ones and then moved into place (README: "Grading again").
 """
 from __future__ import annotations
 
@@ -36,10 +32,8 @@ _FORMULA_START = re.compile(r"(?:^|(?<=[;,\r\n]))(?=[=+\-@\t\r])")
 
 
 def _cell(value: object) -> object:
-    """A CSV value a spreadsheet shows as text: a formula's first character (``=``, ``+``, ``-``, ``@``, a tab, a
-    carriage return) is escaped with a quote, at the start and wherever a reader may start a cell: after each ';',
-    where a spreadsheet whose locale separates lists with ';' (German or French Excel) does; after a ',' or a line
-    break, where one that ignores the quotes does. Escaping what is escaped changes nothing."""
+    """A CSV value a spreadsheet shows as text: a formula's first character (``=+-@``, tab, CR) gets a quote, at the
+    start and after each ``;``, ``,`` or line break, where a reader may start a cell. Idempotent."""
     return _FORMULA_START.sub("'", value) if isinstance(value, str) else value
 
 
