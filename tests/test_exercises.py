@@ -73,3 +73,20 @@ def test_a_reference_written_in_an_exercise_module_is_refused_in_the_students_ke
     """The grader's own code is not in the sandbox when grading: the check says so at once, in the kernel."""
     with pytest.raises(CheckFailed, match="the grader's own"):
         check(f"{assignment}.{exercise.key}", exercise.reference)
+
+
+def test_no_catalogue_imports_another_catalogues_private_names():
+    """What catalogues share lives in autograde/exercises/shared.py, which imports no catalogue; a catalogue may use
+    another's public names (its exercises, its mistakes), never a name with a leading underscore."""
+    import ast
+    from pathlib import Path
+
+    import autograde.exercises
+
+    folder = Path(autograde.exercises.__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and (node.module or "").startswith("ch"):
+                assert path.name != "shared.py", f"shared.py imports the catalogue {node.module}"
+                private = [alias.name for alias in node.names if alias.name.startswith("_")]
+                assert not private, f"{path.name} imports {private} from {node.module}"

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 import tfm_ref
 
 from ..spec import Call, Case, Exercise, Mistake, randn, random_dims
+from .shared import random_qkv
 
 __all__ = ["SOFTMAX", "ATTENTION", "MASKED_ATTENTION", "EXERCISES", "ATTENTION_LIBRARY", "SOFTMAX_LIBRARY",
            "attention_variant", "ATTENTION_MISTAKES", "MASK_MISTAKES", "SOFTMAX_OVER_QUERIES", "plain_softmax"]
@@ -141,20 +142,12 @@ SOFTMAX = Exercise(
 
 # --------------------------------------------------------------------------- 2. attention
 
-def _qkv(gen: torch.Generator, dims, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    batch = (dims["B"], dims["H"]) if "H" in dims else (dims["B"],)
-    q = randn(gen, *batch, dims["T"], dims["Dk"], dtype=dtype)
-    k = randn(gen, *batch, dims["S"], dims["Dk"], dtype=dtype)
-    v = randn(gen, *batch, dims["S"], dims["Dv"], dtype=dtype)
-    return q, k, v
-
-
 def _attention_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
-    return Call(*_qkv(gen, dims, dtype), return_weights=True)
+    return Call(*random_qkv(gen, dims, dtype), return_weights=True)
 
 
 def _attention_output_only(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
-    return Call(*_qkv(gen, dims, dtype))
+    return Call(*random_qkv(gen, dims, dtype))
 
 
 def _last_two(k: torch.Tensor) -> torch.Tensor:
@@ -270,12 +263,12 @@ def _random_mask(gen: torch.Generator, dims, empty_rows: bool) -> torch.Tensor:
 
 
 def _masked_inputs(gen: torch.Generator, dims, dtype: torch.dtype, empty_rows: bool = False) -> Call:
-    q, k, v = _qkv(gen, {"H": 2, **dims}, dtype)  # (B, H, T, Dk) …: the (B, 1, T, S) mask broadcasts over heads
+    q, k, v = random_qkv(gen, {"H": 2, **dims}, dtype)  # (B, H, T, Dk) …: the (B, 1, T, S) mask broadcasts over heads
     return Call(q, k, v, _random_mask(gen, dims, empty_rows), return_weights=True)
 
 
 def _causal_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
-    q, k, v = _qkv(gen, {**dims, "S": dims["T"]}, dtype)
+    q, k, v = random_qkv(gen, {**dims, "S": dims["T"]}, dtype)
     return Call(q, k, v, tfm_ref.causal_mask(dims["T"]), return_weights=True)
 
 

@@ -28,6 +28,7 @@ from .ch01_attention import (
     attention_variant,
     plain_softmax,
 )
+from .shared import repeat_tiled
 
 __all__ = ["SPLIT_HEADS", "MERGE_HEADS", "REPEAT_KV", "KV_CACHE_BYTES", "MULTIHEAD", "EXERCISES", "MULTIHEAD_MISTAKES",
            "BrokenMultiHeadAttention", "MaskIgnoredMultiHeadAttention", "key_padding", "mha_dims", "mha_kwargs"]
@@ -149,10 +150,6 @@ def _repeat_inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
     return Call(randn(gen, dims["B"], dims["G"], dims["S"], dims["Dh"], dtype=dtype), dims["R"])
 
 
-def _repeat_tiled(x, n_rep):
-    return x.repeat(1, n_rep, 1, 1)  # head i → KV head i % G
-
-
 def _repeat_expanded_heads(x, n_rep):
     batch, n_kv_heads, length, head_dim = x.shape
     return x.expand(batch, n_kv_heads * n_rep, length, head_dim)  # only an axis of size 1 can be expanded
@@ -178,7 +175,7 @@ REPEAT_KV = Exercise(
         Case("gradients", grad=True),
     ],
     mistakes=[
-        Mistake("wrong K/V head grouping: heads tiled", _repeat_tiled,
+        Mistake("wrong K/V head grouping: heads tiled", repeat_tiled,
                 "your heads come out tiled (kv0, kv1, kv0, kv1, …), so query head i would use KV head i % G. Each "
                 "KV head must serve n_rep *consecutive* query heads (kv0, kv0, kv1, kv1, …): query head i uses "
                 "KV head i // n_rep.",
@@ -335,7 +332,7 @@ class _MHAInterleavedMerge(BrokenMultiHeadAttention):
 
 class _MHATiledKV(BrokenMultiHeadAttention):
     def repeat(self, x, n_rep):
-        return _repeat_tiled(x, n_rep)
+        return repeat_tiled(x, n_rep)
 
 
 class _MHAKVSplitIntoQueryHeads(BrokenMultiHeadAttention):

@@ -22,7 +22,7 @@ import tfm_ref
 from tfm_ref.blocks import make_ffn
 
 from ..spec import Call, Case, Exercise, Mistake, ModuleAdapter, randn, random_dims
-from ._modules import built_without_dropout, dropout_rate
+from .shared import built_without_dropout, dropout_rate
 
 __all__ = ["FEED_FORWARD", "SWIGLU", "HIDDEN_SIZE", "PARAMETER_COUNT", "EXERCISES", "ffn_parameter_count"]
 

@@ -20,7 +20,14 @@ import tfm_ref
 from tfm_ref.blocks import Residual
 
 from ..spec import Call, Case, Exercise, Mistake, randn, random_dims
-from ._modules import PerturbedModuleAdapter
+from .shared import (
+    PerturbedModuleAdapter,
+    residual_always_post,
+    residual_always_pre,
+    residual_from_normalised,
+    residual_no_residual,
+    residual_norm_sublayer_only,
+)
 
 __all__ = ["LAYER_NORM", "RMS_NORM", "LAYER_NORM_MODULE", "RESIDUAL", "EXERCISES", "residual"]
 
@@ -532,25 +539,6 @@ def _residual_inputs(norm_first: bool):
     return inputs
 
 
-def _res_always_post(x, sublayer, norm, norm_first=False):
-    return norm(x + sublayer(x))
-
-
-def _res_always_pre(x, sublayer, norm, norm_first=False):
-    return x + sublayer(norm(x))
-
-
-def _res_from_normalised(x, sublayer, norm, norm_first=False):
-    if norm_first:
-        h = norm(x)
-        return h + sublayer(h)
-    return norm(x + sublayer(x))
-
-
-def _res_norm_sublayer_only(x, sublayer, norm, norm_first=False):
-    return x + sublayer(norm(x)) if norm_first else x + norm(sublayer(x))
-
-
 def _res_pre_and_post(x, sublayer, norm, norm_first=False):
     return norm(x + sublayer(norm(x))) if norm_first else norm(x + sublayer(x))
 
@@ -565,10 +553,6 @@ def _res_post_norm_of_x(x, sublayer, norm, norm_first=False):
 
 def _res_post_norm_twice(x, sublayer, norm, norm_first=False):
     return x + sublayer(norm(x)) if norm_first else norm(x + sublayer(norm(x)))
-
-
-def _res_no_residual(x, sublayer, norm, norm_first=False):
-    return sublayer(norm(x)) if norm_first else norm(sublayer(x))
 
 
 RESIDUAL = Exercise(
@@ -587,19 +571,19 @@ RESIDUAL = Exercise(
         Case("gradients, Pre-Norm", grad=True, inputs=_residual_inputs(True)),
     ],
     mistakes=[
-        Mistake("norm_first ignored (always Post-Norm)", _res_always_post,
+        Mistake("norm_first ignored (always Post-Norm)", residual_always_post,
                 "with norm_first=True the norm goes on the sublayer's input (Pre-Norm); yours always normalises "
                 "the sum.",
                 "if norm_first: return x + sublayer(norm(x))."),
-        Mistake("Pre-Norm where norm_first=False", _res_always_pre,
+        Mistake("Pre-Norm where norm_first=False", residual_always_pre,
                 "norm_first=False is the 2017 Post-Norm layout, which normalises the sum; yours normalises the "
                 "sublayer's input there, as Pre-Norm does (always, or with the two branches swapped).",
                 "norm(x + sublayer(x)) when norm_first is False, x + sublayer(norm(x)) when it is True."),
-        Mistake("Pre-Norm: residual taken from the normalised input", _res_from_normalised,
+        Mistake("Pre-Norm: residual taken from the normalised input", residual_from_normalised,
                 "in Pre-Norm the residual path carries x itself, untouched; that identity path is why Pre-Norm "
                 "trains stably when deep. Yours carries norm(x).",
                 "x + sublayer(norm(x)), not norm(x) + sublayer(norm(x))."),
-        Mistake("Post-Norm: only the sublayer output normalised", _res_norm_sublayer_only,
+        Mistake("Post-Norm: only the sublayer output normalised", residual_norm_sublayer_only,
                 "Post-Norm normalises the sum, after the residual is added; yours normalises the sublayer's "
                 "output alone.",
                 "norm(x + sublayer(x)), not x + norm(sublayer(x))."),
@@ -618,7 +602,7 @@ RESIDUAL = Exercise(
                 "Post-Norm feeds the sublayer x itself and has one norm, on the sum; yours also normalises the "
                 "sublayer's input, a norm before and after.",
                 "norm(x + sublayer(x)), with sublayer(x), not sublayer(norm(x))."),
-        Mistake("residual connection missing", _res_no_residual,
+        Mistake("residual connection missing", residual_no_residual,
                 "the sublayer's input is not added back: the residual connection is missing.",
                 "add x: norm(x + sublayer(x)), or x + sublayer(norm(x)) in Pre-Norm."),
     ],

@@ -35,14 +35,17 @@ from tfm_ref.schedule import noam_lr
 from ..building import SideBySide
 from ..check_models import CacheOnlyTransformer, RandomTransformer
 from ..spec import Call, Case, Exercise, Mistake, randn, random_dims
-from ._modules import PerturbedModuleAdapter, built_without_dropout, dropout_rate, functions_of
-from .ch07_norms import (
-    _res_always_post,
-    _res_always_pre,
-    _res_from_normalised,
-    _res_no_residual,
-    _res_norm_sublayer_only,
-    residual,
+from .ch07_norms import residual
+from .shared import (
+    PerturbedModuleAdapter,
+    built_without_dropout,
+    dropout_rate,
+    functions_of,
+    residual_always_post,
+    residual_always_pre,
+    residual_from_normalised,
+    residual_no_residual,
+    residual_norm_sublayer_only,
 )
 
 __all__ = ["ENCODER_BLOCK", "DECODER_BLOCK", "GREEDY", "NOAM", "LABEL_SMOOTHING", "BEAM_STEP", "EXERCISES", "noam_lr",
@@ -242,12 +245,12 @@ ENCODER_BLOCK = Exercise(
                 "the mask is True where attending is allowed (the real tokens); inverted, every query attends to "
                 "the padding only.",
                 "pass the mask as it is: self.self_attn(h, mask=mask), not mask=~mask."),
-        _named("post_only", _encoder_with(_res_always_post)),
-        _named("pre_only", _encoder_with(_res_always_pre)),
+        _named("post_only", _encoder_with(residual_always_post)),
+        _named("pre_only", _encoder_with(residual_always_pre)),
         _named("swapped", _encoder_with(_res_swapped)),
-        _named("pre_from_norm", _encoder_with(_res_from_normalised)),
-        _named("norm_inside", _encoder_with(_res_norm_sublayer_only)),
-        _named("no_residual", _encoder_with(_res_no_residual)),
+        _named("pre_from_norm", _encoder_with(residual_from_normalised)),
+        _named("norm_inside", _encoder_with(residual_norm_sublayer_only)),
+        _named("no_residual", _encoder_with(residual_no_residual)),
         Mistake("one norm for both sublayers", _encoder_with(residual, shared_norm=True),
                 "each sublayer has its own norm, with its own learned γ and β; yours uses one for both.",
                 "attn_residual.norm around the attention, ffn_residual.norm around the FFN."),
@@ -385,12 +388,12 @@ DECODER_BLOCK = Exercise(
         Mistake("FFN before cross-attention", _decoder_with(residual, ffn_before_cross=True),
                 "the order is masked self-attention, cross-attention, then FFN; yours puts the FFN second.",
                 "self_residual, cross_residual, then ffn_residual."),
-        _named("post_only", _decoder_with(_res_always_post)),
-        _named("pre_only", _decoder_with(_res_always_pre)),
+        _named("post_only", _decoder_with(residual_always_post)),
+        _named("pre_only", _decoder_with(residual_always_pre)),
         _named("swapped", _decoder_with(_res_swapped)),
-        _named("pre_from_norm", _decoder_with(_res_from_normalised)),
-        _named("norm_inside", _decoder_with(_res_norm_sublayer_only)),
-        _named("no_residual", _decoder_with(_res_no_residual)),
+        _named("pre_from_norm", _decoder_with(residual_from_normalised)),
+        _named("norm_inside", _decoder_with(residual_norm_sublayer_only)),
+        _named("no_residual", _decoder_with(residual_no_residual)),
     ],
     forbidden=BLOCK_LIBRARY,
     allowed=BUILDING_BLOCKS,

@@ -25,8 +25,9 @@ import torch
 import tfm_ref
 
 from ..spec import Call, Case, Exercise, Mistake, randn, random_dims
-from .ch01_attention import ATTENTION_LIBRARY, ATTENTION_MISTAKES, MASK_MISTAKES, SOFTMAX_LIBRARY, _qkv
-from .ch02_multihead import KV_REPEATED_BY_G_HINT, _repeat_tiled
+from .ch01_attention import ATTENTION_LIBRARY, ATTENTION_MISTAKES, MASK_MISTAKES, SOFTMAX_LIBRARY
+from .ch02_multihead import KV_REPEATED_BY_G_HINT
+from .shared import random_qkv, repeat_tiled
 
 __all__ = ["ONLINE_SOFTMAX", "TILED_ATTENTION", "CACHED_ATTENTION", "EXERCISES"]
 
@@ -199,7 +200,7 @@ def _first_key_tile_blind(gen: torch.Generator, dims) -> torch.Tensor:
 
 def _tiled_inputs(mask: str = "random"):
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
-        q, k, v = _qkv(gen, dims, dtype)  # (B, H, T, Dk), (B, H, S, Dk), (B, H, S, Dv)
+        q, k, v = random_qkv(gen, dims, dtype)  # (B, H, T, Dk), (B, H, S, Dk), (B, H, S, Dv)
         made = {
             "none": lambda: None,
             "random": lambda: _random_mask(gen, dims),
@@ -405,7 +406,7 @@ def _cache_variant(*, prepend: bool = False, causal: str = "end", update: bool =
     at all."""
     def cached_attention(q, k, v, k_cache, v_cache):
         n_rep = k.shape[1] if repeat_by_g else q.shape[1] // k.shape[1]
-        repeat = _repeat_tiled if tile_heads else tfm_ref.repeat_kv if repeated else (lambda x, n_rep: x)
+        repeat = repeat_tiled if tile_heads else tfm_ref.repeat_kv if repeated else (lambda x, n_rep: x)
         if store_repeated:
             k, v, k_cache, v_cache = (repeat(t, n_rep) for t in (k, v, k_cache, v_cache))  # (B, H, ·, Dh)
             n_rep = 1

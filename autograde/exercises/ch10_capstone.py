@@ -42,9 +42,9 @@ from tfm_ref.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
 from ..adapters import TRAINING, DriverAdapter
 from ..check_models import RandomTransformer
 from ..spec import Call, Case, Exercise, Mistake, random_dims
-from ._modules import WITH_DROPOUT, PerturbedModuleAdapter, built_without_dropout, dropout_rate, functions_of
 from .ch08_encoder_decoder import GREEDY as CACHED_GREEDY
 from .ch08_encoder_decoder import MODEL_METHODS
+from .shared import WITH_DROPOUT, PerturbedModuleAdapter, built_without_dropout, dropout_rate, functions_of
 
 __all__ = ["TRANSFORMER", "TRAIN_STEP", "FIT", "GREEDY", "EXERCISES", "transformer", "train_step", "fit"]
 
