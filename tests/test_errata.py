@@ -95,3 +95,29 @@ def test_the_tables_follow_a_change_to_another_page(tmp_path):
 def test_a_malformed_box_is_reported(tmp_path, box, warning):
     _, warnings = build(tmp_path / "book", {**PAGES, "a_page.md": "# Page A\n\n" + box})
     assert warning in warnings
+
+
+def test_a_chinese_box_title_takes_the_editions_separator(tmp_path):
+    """In the Chinese edition a title reads 勘误：… (the separator is a message of the site catalogue)."""
+    project = tmp_path / "book"
+    catalogue = project / "locales" / "zh_CN" / "LC_MESSAGES" / "site.po"
+    catalogue.parent.mkdir(parents=True)
+    catalogue.write_text('msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+                         'msgid "Erratum"\nmsgstr "勘误"\n\nmsgid " — "\nmsgstr "："\n', encoding="utf-8")
+    conf = CONF + ('language = "zh_CN"\nlocale_dirs = ["locales"]\n'
+                   'book_editions = [["en", "", "English"], ["zh_CN", "zh", "中文"]]\n'
+                   f'translated_pages = {{"zh_CN": {sorted(name[:-3] for name in PAGES)!r}}}\n'
+                   f'book_site = {str(tmp_path / "site")!r}\nhtml_theme = "sphinx_book_theme"\n')
+    chinese = {**PAGES, "a_page.md": "# Page A\n\n" + BOX.format(title="勘误：a 是 2", classes="erratum dropdown",
+                                                                 name=":name: a-box\n", note="overview"),
+               "b_page.md": "# Page B\n\n" + BOX.format(title="勘误 — b 是 3", classes="erratum dropdown",
+                                                        name=":name: b-box\n", note="data-flow")}
+    project.mkdir(exist_ok=True)
+    (project / "conf.py").write_text(conf, encoding="utf-8")
+    for name, text in chinese.items():
+        (project / name).write_text(text, encoding="utf-8")
+    warnings = io.StringIO()
+    Sphinx(project, project, project / "_build", project / "_build" / ".doctrees", "html",
+           status=None, warning=warnings, freshenv=True).build()
+    assert "勘误 — b 是 3" in warnings.getvalue() and "勘误：a 是 2" not in warnings.getvalue()
+    assert ">a 是 2</a>" in (project / "_build" / "errata.html").read_text(encoding="utf-8")
