@@ -1,25 +1,10 @@
-"""Static audit of a submission's code: what a student's cells should not do, as flags.
+"""Static audit of the student's own cells: what they should not do, as flags for an instructor to read.
 
-The flags go to the ``flags`` column of grades.csv for an instructor to look at; they change
-no score. They are best effort: code can hide what it does from a static reading, which is why
-the grader's guarantees never rest on them (see autograde/README.md). Only the student's own
-cells are audited.
-
-Flags: ``imports-reference`` (tfm_ref, except tfm_ref.widgets), ``imports-grader`` (autograde),
-``patches-modules`` (assigning attributes of the modules the grader relies on — torch, numpy, math,
-tfm_ref, autograde —, ``setattr`` on them or by a computed name, ``__code__``, ``sys.modules``,
-``builtins``; ``getattr(F, "relu")``, ``setattr(self, f"layer{i}", …)`` and ``vars(config)`` are plain),
-``reads-files`` (``open``, ``Path.read_*``, ``os``/``shutil``
-file functions, ``torch.load``…), ``runs-commands`` (``subprocess``, ``os.system``, ``socket``,
-``os.fork``, ``os.kill``), ``dynamic-code`` (``exec``, ``eval``, ``compile``, ``__import__``,
-``importlib``, ``pickle`` and the other deserializers, whose loads call what their data names; such a
-builtin under another name), ``introspection`` (the tools that reach into the running interpreter: ``gc``,
-``inspect`` but for ``inspect.signature`` and its like, ``ctypes``, threads (``asyncio`` too), signals, frames,
-``sys.settrace``, ``sys.getprofile``, an object's ``__globals__``, ``__closure__``, ``__subclasses__``, ``object.__setattr__`` …),
-``torch-internals`` (``torch.ops``, torch's ``_C`` extension, ``torch.jit``, ``Tensor.as_subclass``, and every
-private name of torch's: its modules ``_decomp``, ``_refs`` and ``_prims``, ``_softmax``, a kernel such as
-``_scaled_dot_product_flash_attention_for_cpu``: doors to the library's work that no exercise needs), ``syntax-error``, and ``unaudited-code`` (a cell too large
-or too deeply nested to read: look at it).
+Best effort and never a score: code can hide what it does from a static reading, so no guarantee rests
+on it (autograde/README.md). Flags: ``imports-reference``, ``imports-grader``, ``patches-modules``,
+``reads-files``, ``runs-commands``, ``dynamic-code``, ``introspection``, ``torch-internals`` (torch's
+dispatcher, hooks and every private torch name), ``forbidden-call`` (a forbidden helper named),
+``syntax-error`` and ``unaudited-code``; what each covers is the sets below.
 """
 from __future__ import annotations
 
@@ -55,8 +40,7 @@ _INTROSPECTION_ATTRIBUTES = {
 # what evaluates strings as code, as exec does: annotations read with eval_str, typing's hints; and what reads an
 # attribute or a module named in a string, as getattr and import do (string.Formatter's fields, pkgutil's names)
 _EVALUATES = {"get_type_hints", "get_annotations", "get_field", "get_value", "resolve_name", "Formatter"}
-# attributes and modules of torch that reach its dispatcher: a mode or a kernel registered there sees every operation,
-# the grader's own included, where the guard does not look
+# attributes and modules of torch that reach its dispatcher: a mode or a kernel registered there sees every operation
 _TORCH_INTERNALS = {"ops", "_C", "jit", "_ops", "overrides", "library", "_python_dispatch"}
 _TORCH_HOOKS = {"__torch_function__", "__torch_dispatch__", "TorchFunctionMode", "TorchDispatchMode",
                 "DisableTorchFunction", "DisableTorchFunctionSubclass"}
@@ -71,8 +55,7 @@ _PROCESS_CALLS = {"fork", "forkpty", "kill", "killpg", "setsid", "execv", "execv
 
 
 def _reexported(name: str) -> bool:
-    """Is ``name`` (``tfm_ref.widgets.attention.softmax``) something a widget module imported from the reference,
-    rather than a widget of its own?"""
+    """Is ``name`` (``tfm_ref.widgets.attention.softmax``) the reference re-exported by a widget module?"""
     module, _, attribute = name.rpartition(".")
     try:
         found = getattr(importlib.import_module(module), attribute, None)
@@ -158,19 +141,16 @@ def _module_flags(module: str) -> set[str]:
 
 
 def _private(name: str) -> bool:
-    """A private name of PyTorch's (``_decomp``, ``_refs``, ``_softmax``, a kernel's ``_scaled_dot_product_…``): the
-    same computation as a public function the exercise forbids, under a name the delegation flag may not know."""
+    """A private torch name (``_decomp``, ``_softmax``): public work under a name the delegation flag may not know."""
     return name.startswith("_") and not name.startswith("__")
 
 
 def audit(sources: list[str], forbidden_names: frozenset[str] = frozenset()) -> list[str]:
-    """Flags for the student's code cells (sorted, without duplicates).
+    """Flags for the student's code cells, sorted and unique.
 
-    A name imported in one cell is that module in every cell (cells share one namespace), and a name bound to
-    several modules (``import inspect as ins`` here, ``import math as ins`` in a function there) is read as each.
-    ``forbidden_names``: the names of the assignment's forbidden PyTorch helpers written in Python
-    (``generate_square_subsequent_mask``), which no torch mode sees run: naming one is ``forbidden-call``.
-    """
+    Cells share one namespace: an import in one is that module in every cell, and a name bound to several
+    modules is read as each. ``forbidden_names``: forbidden PyTorch helpers written in Python, which no torch
+    mode sees run: naming one is ``forbidden-call``."""
     flags: set[str] = set()
     trees = []
     for source in sources:
@@ -255,7 +235,7 @@ def _node_flags(tree: ast.AST, imported: dict[str, str]) -> set[str]:
         elif isinstance(node, (ast.Constant, ast.BinOp)) and _spelled(node) in _TORCH_HOOKS:
             flags.add("torch-internals")  # type("M", (mode,), {"__torch_dispatch__": f}): a hook without a def
         elif isinstance(node, ast.FunctionDef) and node.name in _TORCH_HOOKS:
-            flags.add("torch-internals")  # a Tensor subclass's hook runs while the guard's mode steps aside
+            flags.add("torch-internals")  # a Tensor subclass's hook
         elif isinstance(node, ast.FunctionDef) and node.name == "__del__":
             flags.add("introspection")  # a finalizer runs where the grader frees the object, outside any check
         if isinstance(node, ast.Attribute):

@@ -1,18 +1,11 @@
-"""Building the object under test from a *plan*: plain data the grader sends, so the sandbox needs no catalogue.
+"""Building the object under test from a *plan*: plain data the grader sends (`autograde.adapters`), so the
+sandbox needs no catalogue and holds no answer::
 
-A plan is a dict (`autograde.adapters` makes them on the grader's side):
-
-    {"kind": "function"}                                   the student's function itself
-    {"kind": "module", "kwargs": {...}, "load": True, "training": False[, "init": {...}]}
-                                                           their class built with kwargs, the weights loaded
-    {"kind": "pair", "parts": [["post.", plan], ["pre.", plan]]}
-                                                           two modules called on the same inputs: (out, out)
-    {"kind": "raises", "error": "ValueError", "raised": "...", "returned": "..."}
-                                                           what a call does, in words: raises, or returns
-    {"kind": "driver", "name": "train_steps"}              the function run by a driver (`autograde.drivers`)
-
-Nothing here holds an answer: the grader's reference, checks and comparison never enter the sandbox.
-A student's module whose parameters cannot take the reference's weights raises `CheckFailed` saying why.
+    {"kind": "function"}                                        the student's function itself
+    {"kind": "module", "kwargs": {...}, "load": True, "training": False[, "init": {...}]}   built, weights loaded
+    {"kind": "pair", "parts": [["post.", plan], ["pre.", plan]]} two modules on the same inputs: (out, out)
+    {"kind": "raises", "error": "ValueError", "raised": "...", "returned": "..."}   what a call does, in words
+    {"kind": "driver", "name": "train_steps"}                   the function run by a driver (`autograde.drivers`)
 """
 from __future__ import annotations
 
@@ -28,8 +21,7 @@ __all__ = ["build", "module_parameters", "SideBySide"]
 
 
 def build(plan: dict, impl: Callable, weights: dict[str, torch.Tensor] | None, dtype: torch.dtype) -> Any:
-    """The object the check calls: ``impl`` (the student's function or class, a mistake, or a reference) as the
-    plan says."""
+    """The object the check calls: ``impl`` (student's, mistake's or reference's) built as the plan says."""
     kind = plan["kind"]
     if kind == "function":
         return impl
@@ -49,9 +41,8 @@ def build(plan: dict, impl: Callable, weights: dict[str, torch.Tensor] | None, d
 
 
 def module_parameters(built: Any) -> list[torch.Tensor]:
-    """The tensors whose gradients are compared: a module's floating state-dict entries sorted by name, as
-    messages name them (a tied matrix once under each name; a buffer where tfm_ref has a parameter, which
-    gets no gradient); none for a function."""
+    """The tensors whose gradients are compared: a module's floating state-dict entries by name (a tied matrix
+    under each name); none for a function."""
     if not isinstance(built, nn.Module):
         return []
     state = built.state_dict(keep_vars=True)
@@ -70,8 +61,7 @@ class SideBySide(nn.Module):
 
 
 def _outcome_in_words(fn: Callable, plan: dict) -> Callable:
-    """``fn`` whose outcome is a word: ``plan["raised"]`` when it raises ``plan["error"]``, else ``plan["returned"]``
-    (so "no ValueError for an odd width" is an answer a check can compare and name)."""
+    """``fn`` whose outcome is a word: ``plan["raised"]`` if it raises ``plan["error"]``, else ``plan["returned"]``."""
     def outcome(*args, **kwargs) -> str:
         try:
             fn(*args, **kwargs)
@@ -117,8 +107,7 @@ def _check_init(cls: Callable, kwargs: dict, init: dict) -> None:
 
 
 def _shared(module: torch.nn.Module, expected: dict[str, torch.Tensor]) -> list[str]:
-    """One submodule, or one tensor, used in places where tfm_ref has one each: the same object under
-    several names whose reference weights differ (tied ones agree), said once, for the outermost."""
+    """One submodule or tensor used where tfm_ref has one each (reference weights differ), said once, outermost."""
     modules = _places(module.named_modules(remove_duplicate=False))
     tensors = _places(module.state_dict(keep_vars=True).items())
     problems, reported = [], []
@@ -159,9 +148,8 @@ def _attribute(module: torch.nn.Module, dotted: str) -> object:
 
 def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], kwargs: dict,
                         buffers: set[str] = frozenset(), plain: set[str] = frozenset()) -> list[str]:
-    """What is wrong with the student's parameters, in words: biases that should or should not
-    be there, tensors kept as plain attributes (``plain``), saved buffers tfm_ref does not save
-    (``buffers``: the student's buffer names), other names missing or unexpected, shapes that differ."""
+    """What is wrong with the student's parameters, in words: biases, unregistered tensors (``plain``), saved
+    buffers (``buffers``), names missing or unexpected, shapes that differ."""
     problems = []
     missing, unexpected = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
     bias = f" (it is built with bias={kwargs['bias']})" if "bias" in kwargs else ""
@@ -196,8 +184,7 @@ def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.
 
 def _kv_projections_for_every_query_head(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],
                                          kwargs: dict, differ: list[str]) -> list[str]:
-    """The shapes above, named where they are a multi-head layer's key/value projections sized for all
-    n_heads query heads (n_heads · head_dim outputs) where it has n_kv_heads < n_heads key/value heads."""
+    """The shapes above, named where k_proj/v_proj are sized for n_heads query heads while n_kv_heads < n_heads."""
     n_heads, n_kv_heads = kwargs.get("n_heads"), kwargs.get("n_kv_heads")
     if not (isinstance(n_heads, int) and isinstance(n_kv_heads, int) and 0 < n_kv_heads < n_heads):
         return []

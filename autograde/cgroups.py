@@ -1,12 +1,8 @@
-"""A memory cgroup for one grading slot's sandbox, where the machine lets the grader make one.
+"""A memory cgroup (v1 or v2) for one grading slot's sandbox, where the machine lets the grader make one.
 
-The slot's pristine process and the one notebook it runs at a time live in the cgroup, whose
-limit is set, once the pristine process is warm, to what it uses plus the notebook's memory
-allowance: the kernel then stops a notebook that allocates too much, however many processes it
-spreads the memory over. Where no cgroup can be made (no permission, no memory controller) the
-runner's address-space rlimit is the limit instead (`autograde.isolation.limit_resources`).
-
-Both cgroup versions: v2 (``memory.max``) and v1 (``memory.limit_in_bytes``).
+It holds the slot's pristine process and its notebook; once warm, its limit is what it uses plus the
+notebook's allowance, so the kernel stops a notebook however many processes it spreads its memory over.
+Without a cgroup the runner's address-space rlimit is the limit (`autograde.isolation.limit_resources`).
 """
 from __future__ import annotations
 

@@ -1,13 +1,11 @@
 """Framed messages over a stream socket, with deadlines and a size limit on what is received.
 
-One message is a JSON header (a dict) and the raw byte strings it refers to (tensor data, see
-`autograde.wire`)::
+A message is a JSON header and the byte strings it refers to (tensor data, `autograde.wire`)::
 
     b"AGW1" | u32 header length | u32 blob count | header JSON | (u64 length | bytes) per blob
 
-The grader reads what a sandboxed runner writes with `Channel.receive(deadline)`: a reply that
-does not come in time, a closed socket, a frame that is malformed or larger than the limit each
-raise their own `ChannelError`, so the grader can tell a hung cell from a crash or a forgery.
+A late reply, a closed socket, a malformed or oversized frame each raise their own `ChannelError`, so the
+grader can tell a hung cell from a crash or a forgery.
 """
 from __future__ import annotations
 
@@ -46,9 +44,8 @@ class BadMessage(ChannelError):
     """A malformed, oversized, unexpected or unsolicited message."""
 
 
-# Bound as this module loads, before a student's code runs beside it in a runner: json's encoder is looked up, at
-# every call, in module and class attributes a cell may replace (json.dumps, JSONEncoder.iterencode), and a reply is
-# encoded after the check's guard is left.
+# Bound as this module loads, before a student's code runs beside it: json's encoder is looked up at every call in
+# module and class attributes a cell may replace (json.dumps, JSONEncoder.iterencode).
 _quote, _float_repr, _int_repr, type = json.encoder.encode_basestring_ascii, float.__repr__, int.__repr__, type  # noqa: A001
 # and the socket's own methods and the clock, for the same reason (socket.socket is a Python class a cell can extend)
 _sendall, _settimeout, _monotonic = _socket.socket.sendall, _socket.socket.settimeout, time.monotonic

@@ -1,9 +1,6 @@
 """The models the checks send into the sandbox: an untrained `tfm_ref.Transformer` for decoding and training
-exercises (chapters 8 and 10), registered to travel as their config and state dict (`autograde.wire`).
-
-The grader imports this module as it loads the catalogues; the runner only once the grader has sent it
-`tfm_ref`'s model code (`autograde.sandbox_tree`), which the sandbox's stubbed `tfm_ref` lacks while an
-exercise it would answer (an encoder block, the whole model) is still to be checked.
+exercises (chapters 8 and 10), registered to travel as config and state dict (`autograde.wire`). The runner
+imports it only once the grader has sent tfm_ref's model code (`autograde.sandbox_tree`).
 """
 from __future__ import annotations
 

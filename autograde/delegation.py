@@ -1,14 +1,9 @@
 """The best-effort delegation flag: which of an exercise's forbidden PyTorch functions ran while the student's
-code was checked, seen where PyTorch sees them: its function API under any name (``F.softmax`` as ``sm``, a
-``functools.partial``, ``Tensor.repeat_interleave``) and the operator underneath (a private name for the same
-kernel, ``torch.ops.aten``).
+code was checked, under any name and by the operator underneath (a private kernel, ``torch.ops.aten``).
 
 `forbidden_ops` turns an exercise's ``forbidden`` list into those names; `Watch` (a TorchFunctionMode and a
-TorchDispatchMode) records which of them ran, unless a helper the exercise allows (by module and qualified name:
-tfm_ref's attention inside a multi-head layer, say) is running it. It is a reason for a human to read the code, never a score: a determined student can
-hide from it (a decomposition written out in Python, a mode of their own popped off the stack), and the static
-audit (`autograde.audit`) names the ways it knows of. What a check must not be able to use at all, the sandbox
-does not hold (`autograde.sandbox_tree`).
+TorchDispatchMode) records which ran, unless a helper the exercise allows is running it. A reason for a human
+to read, never a score: a determined student can hide from it (autograde/README.md).
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Drivers: what a check compares where the exercise is a step of a loop (chapter 10's ``train_step`` and
-``fit``). A driver wraps the function under test (the student's, a catalogued mistake's or the reference's) in
-the same loop on both sides of the boundary, and returns plain tensors and words to compare. The sandbox runs
-it on the student's function by name (`autograde.building`'s ``{"kind": "driver"}``); it holds no answer.
+``fit``): the same loop around the function under test on both sides, returning plain tensors and words.
+The sandbox runs one by name (`autograde.building`'s ``{"kind": "driver"}``); it holds no answer.
 """
 from __future__ import annotations
 
@@ -22,10 +21,8 @@ def _batches(src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor) -> li
 
 
 def train_steps(step_fn):
-    """What the check compares: ``step_fn`` run on consecutive batches, on a copy of the model, with
-    an SGD optimizer whose rate starts at 1.0 (the step must set its own) → (losses, learning rates,
-    update sizes ‖Δθ‖), one entry per step. The framework seeds the call: dropout draws the same
-    masks for every implementation."""
+    """What the check compares: ``step_fn`` on consecutive batches of a copy of the model, with SGD at rate 1.0
+    (the step sets its own) → (losses, learning rates, update sizes ‖Δθ‖) per step; dropout masks are seeded alike."""
     def steps(model, src, src_mask, tgt, *, first_step, d_model, warmup, factor, smoothing):
         model = copy.deepcopy(model)  # the check's model is an input: never train it in place
         optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
@@ -56,9 +53,8 @@ def _optimizer_settings(optimizer: torch.optim.Optimizer) -> str:
 
 
 def fit_losses(fit_fn):
-    """What the check compares: the losses of ``fit_fn`` on a copy of the model, as a tensor, and the
-    optimizer that took its steps, in words (ε = 1e-8 or AdamW's weight decay rarely shows in a few
-    dozen losses)."""
+    """What the check compares: ``fit_fn``'s losses on a copy of the model, and its optimizer in words (ε or a
+    weight decay rarely shows in a few dozen losses)."""
     def losses(model, src, src_mask, tgt, *, d_model, warmup, factor, smoothing):
         stepped, model = [], copy.deepcopy(model)
         forwards = []  # one entry per forward pass of the model: a train_step on a batch

@@ -1,10 +1,8 @@
 """Running one implementation on one input: its output and gradients, or what it raised.
 
-The grader runs the reference and the catalogued mistakes with this code, and the sandboxed
-runner (`autograde.runner`) runs the student's code with the very same code, so both sides
-build, call and differentiate in the same way. Gradients are those of ``sum(out · r)`` for a
-random upstream ``r`` drawn from the case's seed, with respect to the floating inputs and the
-module's parameters (sorted by name).
+The grader (reference, catalogued mistakes) and the sandboxed runner (the student's code) use this same code,
+so both sides build, call and differentiate alike. Gradients are of ``sum(out · r)`` for a random ``r`` drawn
+from the case's seed, with respect to the floating inputs and the module's parameters (sorted by name).
 """
 from __future__ import annotations
 
@@ -46,13 +44,9 @@ class Outcome:
 def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
              parameters: Callable[[Any], list[torch.Tensor]] = lambda built: [],
              watch: tuple[str, ...] = (), allowed: tuple[tuple[str, str], ...] = ()) -> Outcome:
-    """Build the object under test and call it on a copy of ``call`` (each under a fixed RNG seed), and,
-    with ``grad``, backpropagate a seeded random upstream gradient. The operators in ``watch`` that ran
-    outside the ``allowed`` helpers are recorded in the outcome's ``delegated`` (a flag, `autograde.delegation`).
-
-    Raises:
-        CheckFailed: the output does not depend on the inputs through autograd (with ``grad``).
-    """
+    """Build the object and call it on a copy of ``call`` under fixed seeds; with ``grad``, backpropagate a seeded
+    random upstream gradient. The ``watch`` operators run outside ``allowed`` helpers go in ``delegated``. Raises
+    `CheckFailed` (with ``grad``) if the output does not depend on the inputs through autograd."""
     watching = Watch(watch, allowed)
     try:
         inputs = call.clone(requires_grad=grad)

@@ -1,23 +1,10 @@
-"""Linux isolation for one notebook's runner: fresh namespaces, no privileges, resource limits.
+"""Linux isolation for one notebook's runner, used by `autograde.zygote` for every notebook.
 
-Used by `autograde.zygote` inside the sandbox, for every notebook:
-
-* `enter_fresh_namespaces` (in the process that will be the runner's parent): new user, mount,
-  PID, IPC, UTS and network namespaces, with an empty size-limited ``/tmp`` and ``/dev/shm``.
-  When the runner (PID 1 of the new PID namespace) ends, the kernel kills every process it
-  left behind; the mounts, IPC objects and sockets go with the namespaces.
-* `drop_privileges` (in the runner): no capabilities, and no way to gain any (``no_new_privs``).
-* `refuse_processes_and_hidden_memory` (in the runner, after `drop_privileges`): a seccomp filter,
-  which nothing can lift, refuses a new process (threads are still allowed), SysV IPC objects, POSIX
-  message queues, memfds and new namespaces or mounts (memory no address-space limit counts: a tmpfs
-  of its own), the kernel's keyrings (which a runner would share with the grader's login session
-  and the next runner), a look into another process (ptrace, pidfds, another's memory), the kernel
-  interfaces a notebook has no use for (BPF, perf events, userfaultfd, io_uring, eventfd), and any
-  socket but a Unix one.
-* `limit_resources`: processes, open files, file size, core dumps and, where no cgroup limits
-  memory, the address space.
-
-Python 3.11 has no ``os.unshare``; the system calls go through ctypes.
+`enter_fresh_namespaces` (user, mount, PID, IPC, UTS, network; empty size-limited ``/tmp`` and ``/dev/shm``:
+the kernel kills whatever the runner leaves when it ends), `drop_privileges` (no capabilities,
+``no_new_privs``), `refuse_processes_and_hidden_memory` (seccomp) and `limit_resources` (rlimits). What each
+refuses and why is in autograde/README.md ("Nothing survives from one notebook to the next"). Python 3.11 has
+no ``os.unshare``: the system calls go through ctypes.
 """
 from __future__ import annotations
 
@@ -55,8 +42,7 @@ def _write(path: str, text: str) -> None:
 
 
 def private_bind_mounts(binds: list[tuple[str, str]]) -> None:
-    """In a new mount namespace of this process only, mount each ``source`` also at ``target``
-    (needs CAP_SYS_ADMIN: the grader's launcher, run as root)."""
+    """In a new mount namespace of this process, mount each ``source`` also at ``target`` (needs CAP_SYS_ADMIN)."""
     _call(_libc.unshare(CLONE_NEWNS), "unshare the mount namespace")
     _call(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
     for source, target in binds:
@@ -64,19 +50,13 @@ def private_bind_mounts(binds: list[tuple[str, str]]) -> None:
 
 
 def set_dumpable(dumpable: bool) -> None:
-    """A process that is not dumpable cannot be ptraced, nor its memory, descriptors or
-    environment read through /proc, by other processes of the same user."""
+    """A process that is not dumpable cannot be ptraced, nor its /proc files read, by others of the same user."""
     _call(_libc.prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0), "set dumpable")
 
 
 def enter_fresh_namespaces(tmp_mb: int) -> None:
-    """Move this process into new namespaces; its next child is PID 1 of a new PID namespace.
-
-    Inside, the process is user ``RUNNER_UID`` (mapped to its current user), the mount tree is
-    private, ``/tmp`` and ``/dev/shm`` are new empty tmpfs of ``tmp_mb`` MiB each, and ``/proc/sys`` is
-    read-only (the sandbox's /proc is writable, and a sysctl file's own mode, 0666 for
-    ``kernel/ns_last_pid``, lets anyone open it for writing).
-    """
+    """Move this process into new namespaces (its next child is PID 1): user ``RUNNER_UID``, private mounts, new
+    ``tmp_mb`` MiB tmpfs at ``/tmp`` and ``/dev/shm``, ``/proc/sys`` read-only (``ns_last_pid`` is mode 0666)."""
     uid, gid = os.getuid(), os.getgid()
     _call(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET),
           "unshare")
@@ -114,8 +94,7 @@ _CAPSET = {"x86_64": 126, "aarch64": 91}.get(os.uname().machine)  # the capset s
 
 
 def drop_privileges(parent_death_signal: int) -> None:
-    """No capabilities left, none to gain (no setuid binaries, no file capabilities), killed with
-    ``parent_death_signal`` if the parent dies."""
+    """No capabilities left, none to gain; killed with ``parent_death_signal`` if the parent dies."""
     if _CAPSET is None:
         raise IsolationError(0, f"capset: unknown system call number on {os.uname().machine}")
     with open("/proc/sys/kernel/cap_last_cap") as f:
@@ -220,16 +199,9 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
 
 
 def refuse_processes_and_hidden_memory() -> None:
-    """From now on, in this process and its threads: no new process, no SysV IPC object, POSIX message queue or
-    memfd, no new namespace or mount, no keyring, no look into another process, none of the kernel interfaces a
-    notebook has no use for (`_REFUSED`), and no socket but a Unix one (`_ONLY_UNIX`).
-
-    A process left running by one cell could answer a later check with the reference, out of the guard's
-    sight; memory a process does not map (shared memory, semaphores, message queues, a tmpfs mounted in a user
-    namespace of its own) is not counted by the address-space limit; the kernel's keyrings are shared with the
-    grader's session; and every other interface refused is a way to the kernel, the host or another process that
-    grading never takes. Needs ``no_new_privs`` (`drop_privileges`).
-    """
+    """Install the seccomp filter: no new process, hidden memory (SysV IPC, message queues, memfds, mounts),
+    keyring, look into another process, unneeded kernel interface (`_REFUSED`), or non-Unix socket. Needs
+    ``no_new_privs`` (`drop_privileges`); nothing can lift it."""
     program = seccomp_program(os.uname().machine)
     instructions = (_SockFilter * len(program))(*(_SockFilter(*i) for i in program))
     fprog = _SockFprog(len(program), instructions)
@@ -237,8 +209,7 @@ def refuse_processes_and_hidden_memory() -> None:
 
 
 def limit_resources(*, processes: int, open_files: int, file_mb: int, memory_mb: int | None) -> None:
-    """rlimits for this process and its children; ``memory_mb`` caps the address space above
-    what the process already uses (None: left to a cgroup)."""
+    """rlimits for this process and its children; ``memory_mb`` caps the address space above today's use."""
     limits = {resource.RLIMIT_NPROC: processes, resource.RLIMIT_NOFILE: open_files,
               resource.RLIMIT_FSIZE: file_mb * 2**20, resource.RLIMIT_CORE: 0}
     if memory_mb is not None:
@@ -261,8 +232,7 @@ def close_other_fds(keep: int) -> None:
 
 
 def show_only(source: str, target: str, hide: str) -> None:
-    """In this process's own mount namespace (`enter_fresh_namespaces`): ``source`` read-only at ``target``, and an
-    empty tmpfs over ``hide`` (the folder that holds ``source`` and what the runner may not see beside it)."""
+    """``source`` read-only at ``target``, and an empty tmpfs over ``hide`` (what the runner may not see beside it)."""
     _bind_read_only(source, target)
     _call(_libc.mount(b"tmpfs", hide.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, b"size=4k,mode=555"),
           f"hide {hide}")

@@ -1,16 +1,9 @@
-"""Start the sandbox as an unprivileged user when the grader runs as root.
+"""Start the sandbox in the slot's cgroup, and as an unprivileged user when the grader runs as root.
 
-``python -m autograde.launcher --user UID:GID [--cgroup PROCS] [--bind SRC:DST ...] -- COMMAND ...``
-
-1. moves itself into the slot's cgroup (``PROCS``: its ``cgroup.procs`` file), so that the
-   sandbox and everything it starts is counted there;
-2. in a private mount namespace, mounts each ``SRC`` also at ``DST``: bubblewrap, running as
-   the unprivileged user, can then reach files that live under directories that user may not
-   enter (a Python installed under /root), and nothing else of them;
-3. drops to ``UID:GID`` with no supplementary groups, and executes ``COMMAND`` (bubblewrap).
-
-When the grader is not root, `autograde.sandbox` uses the same command with no ``--user`` and
-no binds (only the cgroup step, where there is a cgroup).
+``python -m autograde.launcher --user UID:GID [--cgroup PROCS] [--bind SRC:DST ...] -- COMMAND ...`` joins
+the cgroup, bind-mounts each ``SRC`` at ``DST`` in a private mount namespace (so bubblewrap, as ``UID``, reaches
+files under folders that user may not enter, a Python under /root), drops to ``UID:GID`` without supplementary
+groups and executes ``COMMAND``. Without root, `autograde.sandbox` passes no ``--user`` and no binds.
 """
 from __future__ import annotations
 

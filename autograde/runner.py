@@ -1,27 +1,14 @@
-"""The student's side of grading: run a notebook's cells, answer requests to run the student's code.
+"""The student's side of grading: one process per notebook (forked by `autograde.zygote`) that runs the cells
+it is sent and, when asked, builds the student's object as a plan says (`autograde.building`), calls it and
+returns the output as plain data (`autograde.wire`). It checks nothing and holds no answer. What the
+student's code prints goes into ``stdout``, cut at ``output_chars``; its fds 1 and 2 lead nowhere.
 
-A runner is one process per notebook (forked by `autograde.zygote` into fresh namespaces).
-It never checks anything and holds nothing worth taking: no check, catalogue or comparison, and a
-tfm_ref with the assignment's answers withheld (`autograde.sandbox_tree`). It runs the cells the
-grader sends, and when asked, builds the student's object as the request's plan says
-(`autograde.building`), calls it on the inputs it was given and returns what came out, as plain
-data (`autograde.wire`). The grader (`autograde.session`) computes the reference, compares and scores.
+Requests → replies (`autograde.channel`; each reply repeats its request's ``id``)::
 
-Requests and replies (`autograde.channel` messages; every reply repeats its request's ``id``):
-
-    {"op": "exec", "index": 3, "source": "...", "output_chars": 8001}
-        → {"status": "ok" | "error", "stdout": "...", "error": "traceback of the student's lines"}
-    {"op": "evaluate", "name": "softmax", "plan": {...}, "call": ..., "weights": ..., "dtype": "float32",
-     "grad": false, "seed": 123, "watch": ["_softmax", ...], "allowed": [["tfm_ref.attention", "softmax"], ...],
-     "output_chars": 8001}
-        → {"outcome": {"output", "grads", "error", "error_type", "trace", "changed", "delegated"}, "stdout": "..."}
-        | {"invalid": "why the name is not a function or class to check", "stdout": "..."}
-        | {"failed": "why the object could not be built, differentiated or sent back", "stdout": "..."}
-    {"op": "unlock", "sources": [["tfm_ref.blocks", "..."], ...]}
-        → {"status": "ok" | "error", "error": "..."}: tfm_ref's real code for the models a check sends
-
-Everything the student's code prints goes into ``stdout``, cut at ``output_chars`` characters;
-its file descriptors 1 and 2 lead nowhere, and the channel is not them.
+    {"op": "exec", "index", "source", "output_chars"} → {"status": "ok" | "error", "stdout", "error"}
+    {"op": "evaluate", "name", "plan", "call", "weights", "dtype", "grad", "seed", "watch", "allowed",
+     "output_chars"} → {"outcome": {...}, "stdout"} | {"invalid": why, "stdout"} | {"failed": why, "stdout"}
+    {"op": "unlock", "sources": [[module, source], ...]} → {"status", "error"}  (the checks' models' code)
 """
 from __future__ import annotations
 

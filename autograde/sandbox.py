@@ -1,20 +1,10 @@
 """The sandbox one grading slot runs notebooks in, seen from the trusted side.
 
-A `Sandbox` is a bubblewrap (``bwrap``) container holding the slot's pristine process
-(`autograde.zygote`): no network, an empty read-only root with read-only views of the system,
-of Python and of the two packages the runner imports (``autograde``, ``tfm_ref``), a clean
-environment, and nothing else of the course: not ``solutions/``, not the gradebook, not the
-submissions, not the instructor's home or environment variables. When the grader runs as
-root, the container runs as the unprivileged user ``nobody`` (`autograde.launcher`).
-
-`Sandbox.spawn` gives a `Runner`: a fresh process for one notebook, in namespaces of its own
-(`autograde.isolation`), connected to this side by a socket of its own; `Sandbox.end` kills it
-and everything it started. A runner cannot reach the zygote's control socket, and nothing of
-one runner is left for the next.
-
-Limits per notebook: time per cell (the caller's deadlines), memory (a cgroup where the
-machine allows, `autograde.cgroups`, the address-space rlimit otherwise), processes, open
-files, file size and temporary-directory size (`Limits`).
+A `Sandbox` is a bubblewrap (``bwrap``) container holding the slot's pristine process (`autograde.zygote`):
+no network, a read-only view of the system, Python and the staged tree (`autograde.sandbox_tree`), a clean
+environment, nothing else of the course; as ``nobody`` when the grader is root (`autograde.launcher`).
+`Sandbox.spawn` gives a `Runner`, a fresh isolated process for one notebook with a socket of its own;
+`Sandbox.end` kills it and all it started. `Limits` says what a notebook may use.
 """
 from __future__ import annotations
 
@@ -57,8 +47,7 @@ def _staged_tree() -> Path:
 
 
 def _installed_copies() -> list[str]:
-    """Where the environment's own site-packages hold a copy of autograde or tfm_ref (a non-editable install),
-    which the sandbox hides: it runs the staged tree alone."""
+    """Copies of autograde or tfm_ref in site-packages (a non-editable install): the sandbox hides them."""
     import site
 
     return [os.path.join(folder, name) for folder in site.getsitepackages() for name in ("autograde", "tfm_ref")
@@ -79,8 +68,7 @@ def _leftover_prefix(pid: int) -> str:
 
 
 def remove_leftovers(pid: int) -> None:
-    """Remove what the sandboxes of process ``pid`` made on the host, when that process was killed
-    before it could close them: its cgroups (once their processes are gone) and staging folders."""
+    """Remove the cgroups and staging folders of process ``pid``'s sandboxes, left when it was killed."""
     MemoryCgroup.remove_named(_leftover_prefix(pid))
     for stage in Path(tempfile.gettempdir()).glob(_leftover_prefix(pid) + "*"):
         shutil.rmtree(stage, ignore_errors=True)
@@ -105,8 +93,7 @@ class Limits:
 
 
 class Runner:
-    """One notebook's runner process: requests go out with a fresh unguessable id, and a reply
-    counts only if it answers the request just sent."""
+    """One notebook's runner: each request has a fresh unguessable id, and a reply counts only if it answers it."""
 
     def __init__(self, number: int, channel: Channel, assignment: str):
         self.number, self.channel, self.assignment = number, channel, assignment
@@ -268,17 +255,15 @@ class Sandbox:
 
     @staticmethod
     def _binds() -> list[tuple[str, str]]:
-        """Every (host path, sandbox path) the container shows besides the system's, read-only: this Python and
-        its environment, each at its own place, and the staged folder (`autograde.sandbox_tree`) at ``/grading``.
-        The checkout's own `autograde` and `tfm_ref` are not among them."""
+        """Every (host path, sandbox path) shown read-only besides the system's: this Python and its environment,
+        and the staged tree at ``/grading``; never the checkout's own `autograde` and `tfm_ref`."""
         paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
         paths = sorted(p for p in paths if os.path.exists(p))
         paths = [p for p in paths if not any(p.startswith(other + os.sep) for other in paths)]  # nested: covered
         return [(p, p) for p in paths] + [(str(_staged_tree()), sandbox_tree.MOUNT)]
 
     def _staged(self, binds: list[tuple[str, str]], command: list[str]) -> list[tuple[str, str]]:
-        """Root: each bind's source is first mounted (by the launcher) under a folder that the
-        unprivileged user may enter; bwrap takes it from there."""
+        """As root: each bind's source is first mounted by the launcher under a folder ``nobody`` may enter."""
         self._stage = tempfile.mkdtemp(prefix=_leftover_prefix(os.getpid()))
         os.chmod(self._stage, 0o755)
         staged = []
@@ -299,8 +284,7 @@ class Sandbox:
             args += ["--tmpfs", hidden]
         args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/",
                  "--unshare-all", "--die-with-parent", "--new-session", "--chdir", "/tmp", "--clearenv"]
-        # PYTORCH_JIT=0, read as torch is imported: torch.jit.script gives back the Python function, which runs
-        # where the guard sees it, not compiled code that runs out of its sight
+        # PYTORCH_JIT=0: torch.jit.script gives back the Python function, which the delegation watch sees run
         for key, value in {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
                            "MPLBACKEND": "Agg", "PYTORCH_JIT": "0",
                            "PYTHONPATH": os.path.join(sandbox_tree.MOUNT, "runtime")}.items():

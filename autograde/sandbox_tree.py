@@ -1,24 +1,10 @@
 """What the sandbox holds while it grades an assignment: nothing that answers it, and none of the grader.
 
-`stage` writes, once per grading process, the folder the sandbox shows read-only at ``/grading``:
-
-    runtime/autograde/   the runner's own modules (`RUNTIME`: run cells, follow a plan, encode replies): no check,
-                         catalogue, comparison or reference; its ``check`` only says checks run in the grader
-    trees/<assignment>/  a copy of tfm_ref in which what answers the assignment is *withheld*
-    tfm/                 where a runner sees its notebook's tree (`autograde.zygote` mounts it, and hides trees/)
-
-Withheld, for each exercise of the assignment: its reference where tfm_ref defines it; the tfm_ref objects a
-reference written in the catalogue uses (unless the exercise allows them) and those listed in its ``forbidden``
-and ``withheld``; then, to a fixed point, every top-level function, class or assignment of tfm_ref whose code
-names a withheld one (a module whose forward is the exercise, a model that contains it). Each becomes a stub that
-raises `Withheld` ("not available while grading …"). The stub files are written from the syntax tree: the
-withheld code is not in them.
-
-The checks of chapters 8 and 10 send a whole model into the sandbox (`autograde.check_models`), made of what
-their other exercises withhold (encoder blocks, the model itself). Before the first such check the grader sends
-the runner tfm_ref's real source for those modules (`model_sources`), and from then on that runner counts as
-holding the answers of the exercises `answered_by_models` names: the grader checks none of them in it again
-(`autograde.session` starts a fresh runner first).
+`stage` writes, once per grading process, the folder shown read-only at ``/grading``: ``runtime/autograde/``
+(the runner's own modules, `RUNTIME`), ``trees/<assignment>/`` (tfm_ref with what answers the assignment
+replaced by stubs raising `Withheld`, written from the syntax tree), and ``tfm/`` (where `autograde.zygote`
+mounts a runner's tree). What is withheld, and the models chapters 8 and 10 send (`model_sources`,
+`answered_by_models`), are described in autograde/README.md ("Nothing in the runner worth taking").
 """
 from __future__ import annotations
 
@@ -52,8 +38,8 @@ Name = tuple[str, str]  # (tfm_ref module, top-level name)
 
 @functools.cache
 def _definitions() -> dict[str, tuple[ast.Module, dict[str, ast.stmt], dict[str, set[Name]]]]:
-    """Per tfm_ref module: its syntax tree, its top-level definitions, and the tfm_ref names each one uses (a name
-    imported from where it is re-exported, ``from tfm_ref import softmax``, is the definition's own)."""
+    """Per tfm_ref module: its syntax tree, top-level definitions, and the tfm_ref names each uses (a re-exported
+    name resolved to its definition)."""
     parsed, aliases = {}, {}
     for path in sorted(_PACKAGE.rglob("*.py")):
         parts = path.relative_to(_PACKAGE.parent).with_suffix("").parts
@@ -145,8 +131,7 @@ def origin(obj: object) -> Name | None:
 
 
 def _named_in(item: object, allowed: set[Name]) -> set[Name]:
-    """The tfm_ref functions and classes a function or class of the catalogue uses or builds on (its bases, the
-    names its code reads, the values its closures hold), but for those in ``allowed``."""
+    """The tfm_ref functions and classes a catalogue object uses (bases, names, closures), less ``allowed``."""
     if isinstance(item, type):
         bases = {where for klass in item.__mro__ if (where := origin(klass)) is not None}
         own = [f for klass in item.__mro__ if klass.__module__.startswith("autograde")

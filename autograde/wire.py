@@ -1,23 +1,11 @@
 """Plain data across the trust boundary: every value a JSON tree plus raw tensor bytes.
 
-What crosses between the trusted grader and the sandboxed process that runs a student's
-code is data, never objects: ``None``, ``bool``, ``int``, ``float``, ``str``, lists, tuples,
-dicts with string keys, and CPU tensors of a few dtypes, each checked for its *exact* type.
-A tensor travels as its dtype, shape and bytes, and is rebuilt on the other side as a fresh,
-plain ``torch.Tensor``: a subclass that lies about comparisons cannot survive the trip. A tensor
-on PyTorch's ``meta`` device (shapes without values) travels as its dtype and shape alone: a check
-that asks for ``device="meta"`` sees whether the student's code made its tensor where it was asked.
+Only ``None``, ``bool``, ``int``, ``float``, ``str``, lists, tuples, string-keyed dicts and CPU (or ``meta``)
+tensors of a few dtypes cross, each of its *exact* type; a tensor is rebuilt as a fresh plain ``torch.Tensor``,
+so a subclass that lies about comparisons cannot survive the trip. Registered modules go one way only, into
+the sandbox, as check inputs. `decode` trusts nothing: a malformed tree raises `WireError`, naming the problem.
 
-Modules go one way only, to the sandbox, as inputs of a check (a random model to decode with,
-a sublayer to wrap): a registered class, its constructor's arguments and its state dict.
-Replies may not contain them.
-
-    blobs = []
-    tree = encode((torch.ones(2), 3), blobs)      # {"t": "tuple", "items": [...]}, blobs = [b"..."]
-    value = decode(tree, blobs)                   # (tensor([1., 1.]), 3)
-
-`decode` trusts nothing: a tree of the wrong shape, an unknown dtype, a byte count that does
-not match the shape or anything over the limits raises `WireError`, which names the problem.
+    tree = encode((torch.ones(2), 3), blobs := [])   # {"t": "tuple", "items": [...]}; decode(tree, blobs)
 """
 from __future__ import annotations
 
@@ -57,11 +45,8 @@ _MODULES: dict[str, _ModuleKind] = {}
 
 
 def register_module(cls: type, describe: Callable[[nn.Module], dict], build: Callable[..., nn.Module] | None = None) -> type:
-    """Let instances of exactly ``cls`` travel to the sandbox as check inputs.
-
-    ``describe(module)`` gives the keyword arguments that ``build(**kwargs)`` (default: ``cls``)
-    turns back into a module of the same structure; the weights travel in its state dict.
-    """
+    """Let instances of exactly ``cls`` travel to the sandbox as check inputs: ``build(**describe(module))``
+    (default ``cls``) rebuilds its structure, and its state dict carries the weights."""
     _MODULES[f"{cls.__module__}.{cls.__qualname__}"] = _ModuleKind(cls, describe, build or cls)
     return cls
 
@@ -87,11 +72,7 @@ class _Counter:
 # --------------------------------------------------------------------------- encoding
 
 def encode(value: Any, blobs: list[bytes], *, path: str = "the value", modules: bool = False) -> dict:
-    """``value`` as a JSON-able tree; tensor bytes are appended to ``blobs``.
-
-    Raises:
-        WireError: ``value`` holds something that is not plain data (its path and type named).
-    """
+    """``value`` as a JSON-able tree, its tensor bytes appended to ``blobs``; `WireError` if it is not plain data."""
     return _encode(value, blobs, path, modules, 0, _Counter())
 
 
@@ -171,11 +152,7 @@ def _encode_module(module: nn.Module, blobs: list[bytes], path: str, depth: int,
 # --------------------------------------------------------------------------- decoding
 
 def decode(tree: Any, blobs: list[bytes], *, modules: bool = False) -> Any:
-    """The value ``tree`` describes (with tensor bytes from ``blobs``), checked at every step.
-
-    Raises:
-        WireError: the tree is malformed, over the limits, or holds a module where ``modules`` is False.
-    """
+    """The value ``tree`` describes, checked at every step; `WireError` if malformed, over limits or a stray module."""
     return _decode(tree, blobs, "the value", modules, 0, _Counter())
 
 

@@ -1,21 +1,12 @@
 """The pristine process that forks a fresh, isolated runner for every notebook.
 
-``python -m autograde.zygote CONTROL_FD`` runs inside the sandbox (`autograde.sandbox`), once
-per grading slot. It imports torch and the runner (no check, and no tfm_ref: see
-`autograde.sandbox_tree`), warms them up, and then only forks: it never runs a student's code,
-so every runner starts from the same untouched state, warm, in milliseconds.
+``python -m autograde.zygote CONTROL_FD`` runs inside the sandbox once per slot: it imports and warms torch
+and the runner, then only forks, so every runner starts warm from the same untouched state. Per notebook it
+forks a *warden* (fresh namespaces, `autograde.isolation`; only its assignment's tfm_ref shown) which forks
+the *runner*, PID 1, unprivileged, limited, with one fd: its data socket. Control socket (SOCK_SEQPACKET)::
 
-For each notebook it forks a *warden*, which enters fresh namespaces (`autograde.isolation`)
-shows the runner its assignment's tfm_ref alone (the other assignments' trees hidden), and forks
-the *runner*, PID 1 of a new PID namespace, with no privileges, resource limits, an empty
-environment and a single file descriptor: its end of the data socket the grader passed in. When the grader ends the notebook, the warden kills the runner, and the kernel kills
-whatever the runner left behind with it.
-
-Commands on the control socket (a SOCK_SEQPACKET socket: one JSON object per packet):
-
-    {"op": "spawn", "id": 7, "assignment": "ch01_attention", "limits": {...}}  + the data socket's fd
-                                                                        → {"spawned": 7}
-    {"op": "end", "id": 7}                                              → {"ended": 7, "status": "signal SIGKILL"}
+    {"op": "spawn", "id": 7, "assignment": "ch01_attention", "limits": {...}} + data fd → {"spawned": 7}
+    {"op": "end", "id": 7}                                  → {"ended": 7, "status": "signal SIGKILL"}
 """
 from __future__ import annotations
 
