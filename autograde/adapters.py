@@ -1,10 +1,7 @@
-"""How the object under test is built: the function itself, or an ``nn.Module`` class built from
-the case's sizes with the reference's weights loaded into it.
-
-The grader builds the reference (`reference`) and reads its `weights`; the student's object is
-built from a `plan`, plain data that travels to the sandbox, where `autograde.building` follows it
-(the sandbox holds no adapter, catalogue or reference). Exercises may subclass an adapter: to perturb
-the reference's weights, to compare a pair of modules, or to compare what a call raises.
+"""How the object under test is built: the function itself, or an ``nn.Module`` class built from the case's
+sizes with the reference's weights loaded. The grader builds the `reference` and reads its `weights`; the
+student's object follows a `plan`, plain data that `autograde.building` follows in the sandbox (which holds no
+adapter). Exercises may subclass one: to perturb the weights, compare two modules, or what a call raises.
 """
 from __future__ import annotations
 
@@ -56,11 +53,8 @@ class DriverAdapter(FunctionAdapter):
 
 @dataclass(frozen=True)
 class ModuleAdapter:
-    """The student's object is an ``nn.Module`` class built with ``kwargs(dims)``.
-
-    The reference is built from a seeded RNG; its weights are loaded into the candidate, so
-    both compute with the same parameters.
-    """
+    """The student's object is an ``nn.Module`` class built with ``kwargs(dims)``, the seeded reference's weights
+    loaded into it."""
 
     kwargs: Callable[[Dims], dict]
 

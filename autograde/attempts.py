@@ -1,8 +1,6 @@
-"""One attempt of a check: a case's inputs at some sizes, the reference's outcome on them, and the candidate's
-(or a catalogued mistake's), compared. A `Failure` is an attempt that differs.
-
-Grading a class runs every check with one seed (`autograde.session`), so the inputs, the reference's outcome and
-each mistake's are computed once per class and remembered here.
+"""One attempt of a check: a case's inputs at some sizes, the reference's outcome and the candidate's (or a
+mistake's), compared; a `Failure` is one that differs. Grading uses one seed per class, so inputs, reference
+and mistakes' outcomes are computed once and remembered here.
 """
 from __future__ import annotations
 

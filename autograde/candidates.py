@@ -1,7 +1,5 @@
-"""Where the student's code runs: a `Candidate` gives its `Outcome` on one input.
-
-`LocalCandidate` runs it in this process (a student's own kernel, pytest, and the grader's catalogued
-mistakes); `autograde.session.RemoteCandidate` in the sandbox, which returns plain data.
+"""Where the student's code runs: a `Candidate` gives its `Outcome` on one input, in this process
+(`LocalCandidate`: a kernel, pytest, the catalogued mistakes) or in the sandbox (`session.RemoteCandidate`).
 """
 from __future__ import annotations
 
@@ -26,8 +24,7 @@ __all__ = ["Candidate", "LocalCandidate", "one_thread"]
 
 
 class Candidate:
-    """The student's implementation, wherever it runs. ``delegated`` gathers the forbidden operators its
-    evaluations ran (`autograde.delegation`)."""
+    """The student's implementation, wherever it runs; ``delegated`` gathers the forbidden operators it ran."""
 
     def __init__(self) -> None:
         self.delegated: dict[str, None] = {}
@@ -79,9 +76,8 @@ class LocalCandidate(Candidate):
 
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
-    """PyTorch on one thread while a check runs: its tensors are tiny, and beside other work a pool of threads
-    waits at every operation for the one the system put aside (a failing training check: 19.9 s with two
-    threads, 2.8 s with one)."""
+    """PyTorch on one thread while a check runs: tiny tensors, and a thread pool beside other work waits at every
+    operation (a failing training check: 19.9 s with two threads, 2.8 s with one)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -1,14 +1,10 @@
-"""``check(key, candidate)``: what a notebook's test cell calls, in the student's own kernel.
+"""``check(key, candidate)``: what a notebook's test cell calls, in the student's own kernel::
 
-    from autograde import check
     check("ch01_attention.softmax", softmax)                # visible: a few seconds at most
-    ### BEGIN HIDDEN TESTS
     check("ch01_attention.softmax", softmax, hidden=True)   # random shapes, dtypes, edge cases, gradients
-    ### END HIDDEN TESTS
 
-It raises `CheckFailed` (an ``AssertionError``: nbgrader scores the cell 0) with a message that names the likely
-mistake, or prints one line. When a class is graded the test cells never run: the grader reads their calls and runs
-each check itself against the sandbox (`autograde.session`).
+It raises `CheckFailed` (an ``AssertionError``: nbgrader scores the cell 0) naming the likely mistake, or
+prints one line. When a class is graded, test cells never run: the grader reads their calls (`autograde.testcells`).
 """
 from __future__ import annotations
 
@@ -39,16 +35,8 @@ def _show_failures_plainly() -> None:
 
 
 def check(key: str, candidate: Callable, hidden: bool = False) -> None:
-    """Check a student's implementation against tfm_ref (the function test cells call).
-
-    Args:
-        key: ``"chapter.name"``, e.g. ``"ch01_attention.softmax"``.
-        candidate: the student's function or class.
-        hidden: also run the hidden cases (random sizes, dtypes, edge cases, gradients).
-    Prints one line when every case passes (returns nothing, so a notebook shows no value).
-    Raises:
-        CheckFailed: with the likely mistake and the smallest failing input.
-    """
+    """Check a student's function or class against tfm_ref (what test cells call); ``hidden`` adds the hidden cases.
+    Prints one line on success; raises `CheckFailed` naming the likely mistake and the smallest failing input."""
     _show_failures_plainly()
     exercise = get_exercise(key)
     if not callable(candidate):

@@ -1,7 +1,5 @@
-"""What a student's function or class reaches by name: its code objects and the objects they name.
-
-The kernel's check refuses code that names a withheld answer (`autograde.checking`), and the sandbox's
-tfm_ref withholds every definition that names one (`autograde.sandbox_tree`): both read names this way.
+"""What a student's function or class reaches by name: its code objects and the objects they name, as the
+kernel's check (`autograde.checking`) and the sandbox's withheld tree (`autograde.sandbox_tree`) read them.
 """
 from __future__ import annotations
 

@@ -58,8 +58,7 @@ def run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) ->
 
 
 def failing_uses(uses: Sequence[Exercise], candidate: Candidate, seed: int) -> list[tuple[Report, bool | None]]:
-    """Those of the earlier exercises ``uses`` whose student version fails its own visible check, each with
-    whether the student's code names it (`Candidate.names`)."""
+    """The earlier exercises ``uses`` whose student version fails its visible check, each with whether it is named."""
     failing = []
     for used in uses:
         sibling = candidate.sibling(used)
@@ -84,8 +83,7 @@ def _explains(exercise: Exercise, case: Case, name: str, failure: Failure, seed:
 
 def _random_where_the_reference_is_not(exercise: Exercise, case: Case, candidate: Candidate, failure: Failure,
                                        seed: int) -> bool:
-    """Does the student's output on ``failure``'s input change when the call draws other random numbers, where
-    the reference's does not (dropout left on, say)?"""
+    """Does the student's output change with the call's random numbers where the reference's does not (dropout)?"""
     other = seed + 1
     reference = reference_of(exercise, failure.dims, case.dtype, seed)
     expected = evaluate(lambda: reference, failure.call, grad=False, seed=other, parameters=module_parameters)
@@ -101,13 +99,10 @@ def _random_where_the_reference_is_not(exercise: Exercise, case: Case, candidate
 
 def _diagnose(exercise: Exercise, case: Case, failure: Failure, seed: int, first: Failure | None = None,
               candidate: Candidate | None = None) -> None:
-    """Name the catalogued mistake whose outcome on the failing input is the student's; where several are, the
-    ``candidate`` is run on other inputs to tell them apart, failing that the first in the catalogue is named.
-
-    ``first``: the larger input that failed first, where no mistake gave the student's output. On a tiny input
-    unrelated mistakes often agree, so a mistake is named here only where the failure on ``first`` says more than
-    values (an exception, NaN or inf: `_failure_kind`) and the mistake fails ``first`` in the same kind.
-    """
+    """Name the catalogued mistake whose outcome on the failing input is the student's; several are told apart
+    on other inputs, else the first listed wins. ``first`` (a larger input that failed first with no mistake
+    named): there a mistake is named only if ``first``'s failure says more than values (`_failure_kind`) and
+    the mistake fails it in the same kind, since unrelated mistakes often agree on a tiny input."""
     kind = None if first is None else _failure_kind(first.expected, first.got)
     if first is not None and kind is None:  # wrong values alone on the first input: nothing to name here
         return
@@ -133,8 +128,7 @@ def _diagnose(exercise: Exercise, case: Case, failure: Failure, seed: int, first
 
 def _told_apart(exercise: Exercise, case: Case, candidate: Candidate, failure: Failure, tied: list[Mistake],
                 seed: int, tries: int = 3) -> list[Mistake]:
-    """Those of the ``tied`` mistakes that also give the student's values on other inputs of the same case and
-    sizes: an untrained model that repeats its token makes two decoding mistakes decode alike, say."""
+    """The ``tied`` mistakes that also give the student's values on other inputs of the same case and sizes."""
     for other in range(seed + 1, seed + 1 + tries):
         again = attempt(exercise, case, candidate, failure.dims, other)
         if again is None or again.setup or again.got.error is not None:
@@ -148,9 +142,8 @@ def _told_apart(exercise: Exercise, case: Case, candidate: Candidate, failure: F
 
 
 def _failure_kind(expected: Outcome, got: Outcome) -> str | None:
-    """The kind of ``got``'s failure where its kind says more than its values: the exception it raised, "shape"
-    (a smaller input where the shapes happen to agree would hide it), or "non-finite" (NaN or inf where
-    ``expected`` is finite); None for wrong finite values."""
+    """What ``got``'s failure is where that says more than values: its exception, "shape" or "non-finite" (NaN or
+    inf where ``expected`` is finite); None for wrong finite values."""
     if got.error is not None:
         return got.error_type
     pairs = list(zip(flatten(expected.output), flatten(got.output)))

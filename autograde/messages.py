@@ -1,29 +1,11 @@
-"""What a student reads from the checks, in the language of their notebook (gettext domain ``feedback``).
+"""What a student reads from the checks, in their notebook's language (gettext domain ``feedback``).
 
-Every message a check can show is written in English in the code: the templates of `autograde.checking`,
-`autograde.comparison` and `autograde.display` (each in ``_("...")``, or ``N_("...")`` where it is defined
-before it is shown), and the words of each chapter's catalogue (`autograde.exercises`: each mistake's name,
-hint and fix, each case's label, the names of an output's items, an input note), which are read from the
-exercises themselves. As a message is shown, `_` looks the English up in the catalogue of the language in
-use, ``locales/<language>/LC_MESSAGES/feedback.po`` (`template` makes its .pot; ``python locales/build.py
---update-feedback`` brings the catalogues in step), and keeps the English where it has no translation.
-A template's ``{placeholders}`` are filled after it is translated. What identifies a mistake is its English
-name (`Mistake.name`), never the words shown: the fix that a second failure reveals, the gradebook's record
-and the class report all key on it, whatever the language.
-
-The language is chosen once, when the notebook is released (`mark_notebook`, by `autograde.release`): a
-translated notebook carries it in its metadata, ``{"autograde": {"language": "zh_CN"}}``, and its setup cell
-(the locked code cell a student runs first) ends with ``os.environ["AUTOGRADE_LANGUAGE"] = "zh_CN"``.
-
-* In the student's kernel, `check` reads the environment variable ``AUTOGRADE_LANGUAGE`` (`ENVIRONMENT`) each
-  time it speaks: the setup cell set it, in JupyterLab, in `nbgrader validate`'s kernel, in Colab alike. A kernel
-  cannot read its notebook's metadata; a line of code it runs is the one channel every front end has.
-* Where a notebook is read rather than run (grading, whose checks run in the trusted grader; `nbgrader
-  validate`'s own summary; the feedback page), the language is the notebook's metadata (`notebook_language`),
-  set for what is said under `speaking`, which overrides the environment.
-
-A language without a ``feedback`` catalogue is English. The catalogues sit beside the package, in the course
-tree (``locales/``, as the book's do); where they are not found the checks speak English.
+Messages are English in the code (``_("...")``, ``N_`` where defined before shown) and in the catalogues
+(mistakes, cases, labels); `_` looks each up in ``locales/<language>/LC_MESSAGES/feedback.po`` (English where
+missing; `template` makes its .pot for ``locales/build.py --update-feedback``), placeholders filled after. A
+mistake is identified by its English name. The language is set at release (`mark_notebook`): in the notebook's
+metadata and as ``AUTOGRADE_LANGUAGE`` in its setup cell, which `check` reads in the student's kernel; where a
+notebook is read rather than run (grading, feedback), `speaking` sets it from the metadata (`notebook_language`).
 """
 from __future__ import annotations
 
@@ -88,8 +70,7 @@ def speaking(name: str | None) -> Iterator[str]:
 
 @functools.cache
 def translations(name: str, domain: str = DOMAIN) -> dict[str, str]:
-    """The translations of ``locales/<name>/LC_MESSAGES/<domain>.po`` (a fuzzy one is of an older English: not
-    used); empty for English or a missing catalogue."""
+    """The non-fuzzy translations of ``locales/<name>/LC_MESSAGES/<domain>.po``; empty for English or none."""
     path = LOCALES / name / "LC_MESSAGES" / f"{domain}.po"
     if name == ENGLISH or not path.is_file():
         return {}
@@ -124,8 +105,7 @@ def notebook_language(notebook: Any) -> str:
 
 
 def _setup_cell(notebook: Any) -> Any:
-    """The locked code cell a student runs first: nbgrader's ``setup``, else the first locked code cell that is
-    not a test."""
+    """The locked code cell a student runs first: nbgrader's ``setup``, else the first locked non-test code cell."""
     code = [c for c in notebook.cells if c.cell_type == "code"]
     for cell in code:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "setup":
@@ -145,9 +125,8 @@ def setup_line(name: str) -> str:
 
 
 def mark_notebook(notebook: Any, name: str) -> Any:
-    """Record ``name`` as the language of a released notebook (changed in place, and returned): in its metadata,
-    which the grader and `nbgrader validate` read, and at the end of its setup cell, which the student's kernel
-    runs (its nbgrader checksum is computed again)."""
+    """Record ``name`` as a released notebook's language, in place: in its metadata (read by the grader and
+    `nbgrader validate`) and its setup cell (run by the kernel), whose checksum is computed again."""
     from nbgrader.utils import compute_checksum  # heavy import, only where a notebook is released
 
     notebook.metadata[METADATA] = {**notebook.metadata.get(METADATA, {}), "language": name}
@@ -169,8 +148,7 @@ TEMPLATES = ("templates/feedback/index.html.j2",)
 
 
 def catalogue_messages() -> list[tuple[str, str]]:
-    """(message, where) of every word of the chapters' catalogues a check can show, each once: mistakes' names,
-    hints and fixes, cases' labels, outputs' item names and input notes."""
+    """(message, where) of every word of the chapters' catalogues a check can show, each once."""
     from .exercises import load_all
 
     found: dict[str, str] = {}
@@ -194,15 +172,10 @@ def template() -> Any:
 
     catalogue = Catalog(project=DOMAIN, charset="utf-8")
     package = Path(__file__).resolve().parent
-    for module in MODULES:
-        path = package / f"{module}.py"
-        for line, message, _comments, _context in extract_from_file("python", path, keywords={"_": None, "N_": None}):
-            if isinstance(message, str) and message:
-                catalogue.add(message, locations=[(f"autograde/{module}.py", line)])
-    for name in TEMPLATES:
-        path = package / name
-        found = extract_from_file(babel_extract, path, keywords={"_": None}) if path.is_file() else []
-        for line, message, _comments, _context in found:
+    sources = [("python", f"{module}.py", {"_": None, "N_": None}) for module in MODULES]
+    sources += [(babel_extract, name, {"_": None}) for name in TEMPLATES if (package / name).is_file()]
+    for method, name, keywords in sources:
+        for line, message, _comments, _context in extract_from_file(method, package / name, keywords=keywords):
             if isinstance(message, str) and message:
                 catalogue.add(message, locations=[(f"autograde/{name}", line)])
     for message, where in catalogue_messages():

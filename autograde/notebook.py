@@ -1,14 +1,9 @@
 """What is executed for a submission: the source notebook, with the student's answers in it.
 
-Grading never trusts the submitted notebook's structure. It walks the *source* notebook
-(``solutions/<id>/<id>.ipynb``, hidden tests included) and takes from the submission only the
-student's code: the solution cells (matched by nbgrader ``grade_id``) and any cells the student
-added (kept where they were, between the same known cells). Test and locked cells always come
-from the source, so an edited or deleted test cell is restored; a missing solution cell is the
-released stub. Cells tagged ``widget`` are not executed.
-
-The notebook as it ran becomes nbgrader's autograded notebook (`autograde.autograded`), hidden
-tests included, as nbgrader's own; the feedback made from it leaves them out (`autograde.feedback`).
+Grading never trusts the submitted notebook's structure: it walks the *source* notebook (hidden tests
+included) and takes from the submission only the solution cells (by nbgrader ``grade_id``) and the cells the
+student added, where they were. Test and locked cells come from the source, so an edited or deleted test is
+restored; a missing solution cell is the released stub. Cells tagged ``widget`` are not executed.
 """
 from __future__ import annotations
 
@@ -54,9 +49,7 @@ def is_widget(cell: dict) -> bool:
 
 
 def _writable(text: str) -> str:
-    """``text`` as a notebook file can hold it: JSON may carry a lone surrogate (``"\\ud800"``),
-    which UTF-8 cannot encode, so that nbgrader, the feedback page and the gradebook would fail on
-    it; each becomes ``?``."""
+    """``text`` with each lone surrogate (valid JSON, not UTF-8: nbgrader and the gradebook would fail) as ``?``."""
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
@@ -83,9 +76,8 @@ def _kind(cell: nbformat.NotebookNode) -> str:
 
 def _student_cells(student: nbformat.NotebookNode | None, known: set[str],
                    solutions: set[str]) -> tuple[dict, dict, list]:
-    """The student's solution sources by grade_id, and their own cells grouped by the known
-    cell they precede (``None``: after the last one). A solution cell duplicated in Jupyter keeps its
-    grade_id: its later copies run as the student's own cells, where the notebook ran them."""
+    """The student's solution sources by grade_id, and their own cells by the known cell they precede (``None``:
+    after the last); a duplicated solution cell's later copies run as the student's own cells."""
     answers: dict[str, str] = {}
     extras: dict[str | None, list[str]] = {}
     pending: list[str] = []

@@ -1,17 +1,10 @@
 """The exercise notebooks in other languages: their prose as gettext messages, and the notebook translated.
 
-A notebook's messages are the prose of its markdown cells, block by block as Sphinx extracts a page's:
-each paragraph (in a list item too), heading and table cell, and the label of each ``<details>`` hint
-(``<summary>Hint 1</summary>``). A message is its block's source on one line: code spans, math and markup
-stay in it, and its translation keeps them. Code blocks, math blocks and other HTML are not messages, nor
-is a block without words (a number, a code span, a formula); code cells are never touched, and neither is
-a markdown cell that is an answer (nbgrader ``solution``): it is the student's.
-
-A translated notebook is the released one with each message replaced by its translation, written on one
-line after the block's own marker (``## ``, ``1. ``, a table's pipes). Every cell keeps its id and its
-nbgrader metadata; the checksums of the locked cells are computed again, so that ``nbgrader validate``
-accepts the notebook. The catalogues are ``locales/<language>/LC_MESSAGES/notebooks/<id>.po``, kept in step
-with the released notebooks by ``locales/build.py`` (README, "The Chinese edition").
+A message is one markdown block's source on one line (paragraph, list item, heading, table cell, a
+``<summary>`` label), markup and math kept; code, math blocks, other HTML, blocks without words, code cells
+and answer cells (nbgrader ``solution``) are not. A translated notebook keeps every cell's id and metadata,
+with the locked cells' checksums computed again for ``nbgrader validate``. Catalogues:
+``locales/<language>/LC_MESSAGES/notebooks/<id>.po`` (README, "The Chinese edition").
 """
 from __future__ import annotations
 
@@ -149,11 +142,8 @@ def translate_markdown(source: str, translations: dict[str, str]) -> str:
 
 
 def translate_notebook(nb: nbformat.NotebookNode, translations: dict[str, str]) -> nbformat.NotebookNode:
-    """The notebook with its prose translated (see the module docstring).
-
-    Raises:
-        ValueError: a message has no translation, or a translation does not read as the block it replaces.
-    """
+    """The notebook with its prose translated. Raises ValueError if a message has no translation or a translation
+    does not read as the block it replaces."""
     from nbgrader.utils import compute_checksum  # heavy import, only where a notebook is translated
 
     translated, missing = copy.deepcopy(nb), []

@@ -1,24 +1,10 @@
-"""Near copies: a solution that is (almost) tfm_ref's source, or another student's solution.
+"""Near copies: a solution cell that is (almost) a piece of tfm_ref's source, or another student's same cell.
 
-A flag for the instructor to look at, never a score. Each solution cell is reduced to tokens
-with the names of variables, strings and numbers normalised (renaming changes nothing; the
-names of attributes and functions called stay), cut into k-grams, and winnowed (Schleimer,
-Wilkerson and Aiken 2003: the smallest hash in every window of ``WINDOW`` k-grams) into a set
-of fingerprints. The fingerprints of the released stub (the signature and docstring every
-student starts from) are dropped. A cell with at least ``MIN_FINGERPRINTS`` left is flagged
-
-* ``similar-to:tfm_ref.<module>.<name>`` when ``OVERLAP`` of its fingerprints are in the
-  source of one function or class of tfm_ref, or ``OVERLAP`` of that source's are in it (a piece
-  pasted whole beside other code);
-* ``similar-to:<student_id>@<grade_id>`` when its fingerprints and those of the same cell (``grade_id``) of
-  another student agree that much (Jaccard). Flags written before the cell was named read
-  ``similar-to:<student_id>``; `similar_to` reads both.
-
-Short solutions that everyone writes the same way (``x.transpose(1, 2)``) stay under the size
-threshold: they say nothing about copying. Nor does a likeness to a piece of tfm_ref that the
-instructor's own solutions to the assignment have too (the natural softmax or greedy loop is
-tfm_ref's): there a cell is flagged only when it comes closer to that piece than they do, by
-``MARGIN`` (tfm_ref's greedy loop pasted whole, say).
+A flag for the instructor, never a score. Cells become winnowed fingerprints (Schleimer, Wilkerson and Aiken
+2003) of normalised tokens, less the released stub's; with ``MIN_FINGERPRINTS`` left, ``OVERLAP`` with a
+tfm_ref function or class (either way round) flags ``similar-to:tfm_ref.<module>.<name>``, Jaccard ``OVERLAP``
+with another student's cell ``similar-to:<student_id>@<grade_id>``. A likeness the instructor's own solutions
+share counts only beyond theirs by ``MARGIN``.
 """
 from __future__ import annotations
 
@@ -69,9 +55,7 @@ def _tokens(source: str) -> list[str]:
 
 
 def fingerprints(source: str) -> set[int]:
-    """The winnowed fingerprints of ``source`` (see the module docstring), its lines longer than
-    `MAX_LINE_CHARS` left out (no code is written so); none for a cell too large to audit (flagged
-    ``unaudited-code`` instead)."""
+    """The winnowed fingerprints of ``source`` (lines over `MAX_LINE_CHARS` left out); none if too large to audit."""
     if len(source) > MAX_AUDITED_CHARS:
         return set()
     tokens = _tokens("\n".join(line if len(line) <= MAX_LINE_CHARS else "" for line in source.split("\n")))
@@ -93,12 +77,8 @@ def _tfm_ref_pieces(package: Path) -> Iterator[tuple[str, set[int]]]:
 
 def similarity_flags(rows: list[dict], stubs: dict[tuple[str, str], str], package: Path = TFM_REF,
                      solutions: dict[tuple[str, str], str] | None = None) -> list[set[str]]:
-    """The similarity flags of each row (rows carry ``code``: grade_id → the student's solution).
-
-    ``stubs`` ((assignment, grade_id) → the released cell) are subtracted first; ``package`` is
-    tfm_ref's source folder; ``solutions`` ((assignment, grade_id) → the instructor's solution cell)
-    name the pieces of tfm_ref that say little about an assignment's cells: those its solutions resemble.
-    """
+    """The similarity flags of each row (``code``: grade_id → the student's solution), the released ``stubs``
+    subtracted; ``solutions`` (the instructor's cells) tell which pieces of tfm_ref say little about a cell."""
     pieces = list(_tfm_ref_pieces(package))
     stub_prints = {cell: fingerprints(stub) for cell, stub in stubs.items()}  # once, not once per student
 
@@ -107,8 +87,7 @@ def similarity_flags(rows: list[dict], stubs: dict[tuple[str, str], str], packag
         return found if len(found) >= MIN_FINGERPRINTS else set()
 
     def likeness(mine: set[int]) -> dict[str, float]:
-        """The pieces ``mine`` resembles: how much of it is theirs, or of theirs is in it (a piece pasted whole
-        beside other code), where that reaches `OVERLAP`."""
+        """The pieces ``mine`` resembles (its share in theirs or theirs in it) where that reaches `OVERLAP`."""
         found: dict[str, float] = {}
         if not mine:  # too short to say anything (`evidence`)
             return found
@@ -126,8 +105,7 @@ def similarity_flags(rows: list[dict], stubs: dict[tuple[str, str], str], packag
             course[name] = max(share, course.get(name, 0.0))
 
     def like(mine: set[int], assignment: str) -> set[str]:
-        """The pieces ``mine`` resembles more than the instructor's solutions to the assignment do, by `MARGIN`
-        (a softmax written out again in a later cell is as natural as in its own)."""
+        """The pieces ``mine`` resembles more than the instructor's solutions do, by `MARGIN`."""
         course = natural.get(assignment, {})
         return {name for name, share in likeness(mine).items() if name not in course or share > course[name] + MARGIN}
     prints: list[dict[str, set[int]]] = []
@@ -155,9 +133,8 @@ def is_similarity(flag: str) -> bool:
 
 def similar_to(flag: str, cells: set[str] | frozenset[str] = frozenset()) -> tuple[str, str | None]:
     """What a ``similar-to:`` flag names: (``tfm_ref.<module>.<name>`` or the other student, the cell or None).
-    A student id may hold ``@`` (an e-mail address): the cell is the part after the last ``@``, where ``cells``
-    (the assignment's grade ids) has it, or, without ``cells``, wherever there is one (``similar-to:<student>``,
-    as written before cells were named, then reads as its student only where ``cells`` is given)."""
+    A student id may hold ``@``: the cell is after the last ``@`` where ``cells`` has it (or, without ``cells``,
+    wherever there is one); an old ``similar-to:<student>`` flag has no cell."""
     if not is_similarity(flag):
         raise ValueError(f"{flag!r} is not a similarity flag")
     who = flag[len(PREFIX):]

@@ -31,9 +31,8 @@ __all__ = ["Call", "Case", "Mistake", "Exercise", "ModuleAdapter", "FunctionAdap
 
 @dataclass(frozen=True)
 class Mistake:
-    """A common mistake: its name, a broken implementation that makes it, the hint that says what
-    is wrong and why, and (optionally) how to fix it in code, which a student sees only when the
-    same mistake fails again (or behind a toggle on the feedback page)."""
+    """A common mistake: its name, a broken implementation that makes it, the hint, and (optionally) the fix,
+    shown only when the same mistake fails again (or folded on the feedback page)."""
 
     name: str
     impl: Callable
@@ -43,18 +42,8 @@ class Mistake:
 
 @dataclass(frozen=True)
 class Case:
-    """One test case of an exercise.
-
-    Args:
-        label: what it tests, shown on failure ("fully masked rows").
-        dims: sizes (a dict) or a function drawing them from the generator; None = the
-            exercise's largest shape.
-        dtype: floating dtype of the inputs.
-        grad: also compare the gradients of the floating inputs (and of module parameters).
-        inputs: a different input maker ``(gen, dims, dtype) -> Call`` for this case.
-        tolerance: (rtol, atol) for this case instead of the exercise's, where the dtype itself
-            cannot tell the right answers apart any closer (a large mean in float32).
-    """
+    """One test case of an exercise (README, "The spec"). ``dims``: sizes, a function drawing them, or None (the
+    largest shape); ``inputs``: an input maker of its own; ``tolerance``: (rtol, atol) where the dtype needs it."""
 
     label: str
     dims: Dims | Callable[[torch.Generator], Dims] | None = None
@@ -66,33 +55,12 @@ class Case:
 
 @dataclass(frozen=True)
 class Exercise:
-    """A graded exercise: reference, input maker, shrink ladder, cases and mistake catalogue.
+    """A graded exercise: reference, input maker, shrink ladder, cases and mistake catalogue (README, "The spec").
 
-    Args:
-        name: the tfm_ref name the student implements (shown in messages).
-        reference: the tfm_ref function or class.
-        inputs: ``(gen, dims, dtype) -> Call``.
-        shapes: sizes from smallest to largest; failures are shrunk along this ladder.
-        visible, hidden: the cases of ``check(...)`` and ``check(..., hidden=True)``.
-        mistakes: the catalogue of broken implementations with their hints.
-        forbidden: PyTorch functions/classes that would do the exercise: their operators are watched
-            (a flag, `autograde.delegation`); tfm_ref's reference is withheld while grading.
-        allowed: tfm_ref functions the student may call (helpers from earlier exercises).
-        arg_names: names shown for positional arguments in failure messages.
-        adapter: `FunctionAdapter()` (default) or a `ModuleAdapter`.
-        atol, rtol: override the dtype's tolerance.
-        key: the id in ``check("chapter.key", ...)`` when two exercises build the same
-            function (e.g. attention, then attention with a mask); defaults to ``name``.
-        uses: earlier exercises of the chapter whose function the student's solution calls;
-            when this check fails and one of those fails its own check, the message says so.
-        output_names: what each item of a tuple output is, in messages (``("output", "weights")``).
-        offsets: keys of ``shapes`` that place the input rather than size it (``O``, the positions
-            already decoded): shrinking sets them too, but an offset of 0 is not a small input.
-        input_note: how the shown input reaches the student's function, where the check calls it
-            through a wrapper (train_step, once per stacked batch).
-        withheld: tfm_ref objects that compute the exercise whole besides its reference (a training loop for
-            a training step): the sandbox lacks them while grading (`autograde.sandbox_tree`).
-    """
+    ``uses``: earlier exercises whose function the solution calls (a failure of one is named in this one's
+    message); ``offsets``: keys of ``shapes`` that place the input rather than size it; ``input_note``: how the
+    shown input reaches the function through a wrapper (train_step); ``withheld``: tfm_ref objects besides the
+    reference that compute the exercise whole."""
 
     name: str
     reference: Callable
@@ -137,12 +105,8 @@ class Exercise:
 
     def run(self, candidate: Callable | Candidate, hidden: bool = False, *, seed: int | None = None,
             reveal_fix: bool = True) -> Report:
-        """Run the visible (or visible + hidden) cases; never raises for a wrong answer.
-
-        ``candidate`` is the student's function or class (run here), or a `Candidate` that runs it
-        elsewhere. ``reveal_fix=False`` keeps a recognised mistake's fix out of the message (a
-        student's first failure in their own kernel).
-        """
+        """Run the visible (or visible + hidden) cases on the student's function or class, or a `Candidate`; never
+        raises for a wrong answer. ``reveal_fix=False`` keeps a recognised mistake's fix out of the message."""
         if not isinstance(candidate, Candidate):
             candidate = LocalCandidate(candidate)
         seed = random.SystemRandom().randrange(2**31) if seed is None else seed
@@ -158,15 +122,13 @@ class Exercise:
                 uses = [] if failure.stub else failing_uses(self.uses, candidate, seed)
                 message = failure_message(failure, self, case, seed, hidden, reveal_fix, uses)
                 return Report(self.name, False, failure.mistake, message, len(cases),
-                              delegated=tuple(candidate.delegated), fix_shown=bool(reveal_fix and failure.fix))
+                              delegated=tuple(candidate.delegated))
         return Report(self.name, True, None, "", len(cases), time.perf_counter() - started,
                       delegated=tuple(candidate.delegated))
 
     def check(self, candidate: Callable, hidden: bool = False) -> Report:
-        """`run`, raising `CheckFailed` with the diagnosis on failure; prints a line on success.
-
-        A recognised mistake's fix is shown the second time the same mistake fails in this process.
-        """
+        """`run`, raising `CheckFailed` on failure (the fix shown the second time a mistake fails in this process);
+        prints a line on success."""
         report = self.run(candidate, hidden, reveal_fix=False)
         if not report.passed and report.mistake and (self.key, report.mistake) in _FAILED_BEFORE:
             report = self.run(candidate, hidden, reveal_fix=True)
@@ -185,8 +147,7 @@ _FAILED_BEFORE: set[tuple[str, str]] = set()
 
 
 def get_exercise(key: str) -> Exercise:
-    """``"ch01_attention.softmax"`` → the `Exercise` with key ``softmax`` in
-    ``autograde/exercises/ch01_attention.py`` (its ``EXERCISES`` tuple)."""
+    """``"ch01_attention.softmax"`` → the `Exercise` of key ``softmax`` in ``exercises/ch01_attention.py``."""
     chapter, _, name = key.rpartition(".")
     if not chapter:
         raise ValueError(f"an exercise key is 'chapter.name' (e.g. 'ch01_attention.softmax'), got {key!r}")

@@ -1,10 +1,7 @@
 """What a graded test cell asks for: the checks it runs, read from its source, never executed.
 
-A test cell of an assignment (``solutions/<id>/<id>.md``) holds only ``from autograde import
-check`` and calls ``check("chapter.key", name)`` or ``check("chapter.key", name, hidden=True)``.
-In a student's own kernel the cell runs as written; when grading, the grader reads these calls
-from the source notebook and runs the checks itself (`autograde.session`), asking the sandbox
-only to call the student's ``name`` on the inputs it sends.
+A test cell holds only ``from autograde import check`` and ``check("chapter.key", name[, hidden=True])``
+calls: a student's kernel runs it; grading reads the calls and runs the checks itself (`autograde.session`).
 """
 from __future__ import annotations
 
@@ -26,11 +23,7 @@ class GradedCellError(ValueError):
 
 
 def parse_test_cell(source: str) -> list[CheckCall]:
-    """The check calls of a test cell, in order.
-
-    Raises:
-        GradedCellError: the cell holds anything else than the import and check calls.
-    """
+    """The check calls of a test cell, in order; GradedCellError if it holds anything else than the import and calls."""
     calls = []
     for statement in ast.parse(source).body:
         if isinstance(statement, ast.ImportFrom) and statement.module == "autograde" \

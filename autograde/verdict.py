@@ -34,7 +34,6 @@ class Report:
     n_cases: int
     seconds: float = 0.0
     delegated: tuple[str, ...] = ()
-    fix_shown: bool = False
 
 
 def delegation_note(report: Report) -> str:
