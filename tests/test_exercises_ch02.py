@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from autograde.exercises import ch02_multihead as chapter
-from exercise_proofs import assert_named
+from exercise_proofs import assert_named, assert_named_in_both_languages
 from student_layers import StudentAttentionLayer
 
 
@@ -90,3 +90,35 @@ def test_split_heads_with_the_wrong_transpose_is_told_which_axes_are_swapped():
 
     report = chapter.SPLIT_HEADS.run(split_heads, seed=0)
     assert not report.passed and "swapped: a transpose missing, or one too many" in report.message, report.message
+
+
+def _split_view_then(order: str):
+    """A student's split_heads: ``"H, Dh" + transpose(2, 3)`` or ``"Dh, H" + transpose(1, 2)``."""
+    def split_heads(x, n_heads):
+        b, t, d = x.shape
+        if order == "transpose(2, 3)":
+            return x.view(b, t, n_heads, d // n_heads).transpose(2, 3)  # (B, T, Dh, H)
+        return x.view(b, t, d // n_heads, n_heads).transpose(1, 2)  # (B, Dh, T, H)
+    return split_heads
+
+
+def _merge_with_transpose_2_3(x):
+    b, h, t, dh = x.shape
+    return x.transpose(2, 3).contiguous().view(b, t, h * dh)
+
+
+STUDENT_HEAD_SHUFFLES = {
+    "split_heads with transpose(2, 3)": (chapter.SPLIT_HEADS, _split_view_then("transpose(2, 3)"),
+                                         "transposed axes 2 and 3 instead of 1 and 2"),
+    "split_heads with view(B, T, Dh, H)": (chapter.SPLIT_HEADS, _split_view_then("view(B, T, Dh, H)"),
+                                           "last axis split as (Dh, H) instead of (H, Dh)"),
+    "merge_heads with transpose(2, 3)": (chapter.MERGE_HEADS, _merge_with_transpose_2_3,
+                                         "transposed axes 2 and 3 instead of 1 and 2"),
+}
+
+
+@pytest.mark.parametrize("how", STUDENT_HEAD_SHUFFLES)
+def test_heads_split_or_merged_along_the_wrong_axes_are_named_in_english_and_chinese(how):
+    """A student audit got only "output has shape …" or "the output differs" for these."""
+    exercise, student, mistake = STUDENT_HEAD_SHUFFLES[how]
+    assert_named_in_both_languages(exercise, student, mistake, range(4), hidden=True)

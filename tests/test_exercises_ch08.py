@@ -7,7 +7,7 @@ import types
 
 import pytest
 import torch
-from exercise_proofs import assert_named, one_thread
+from exercise_proofs import assert_named, assert_named_in_both_languages, one_thread
 
 import tfm_ref
 from autograde.exercises import ch08_encoder_decoder as chapter
@@ -119,9 +119,11 @@ def test_a_students_beam_step_is_named_on_every_seed(how):
     assert_named(chapter.BEAM_STEP, *STUDENT_BEAM_STEPS[how], range(5), hidden=True)
 
 
-def _greedy(*, mask_in_encoder=True, mask_in_decoder=True, accumulate=True, steps=0, freeze=True, train=False):
+def _greedy(*, mask_in_encoder=True, mask_in_decoder=True, accumulate=True, steps=0, freeze=True, train=False,
+            eos=True):
     """A student's greedy loop with the cache; ``steps``: how many more than max_len it runs; ``freeze``: a finished
-    sequence's later tokens set to eos_id; ``train``: model.train() first, as a training loop does."""
+    sequence's later tokens set to eos_id; ``train``: model.train() first, as a training loop does; ``eos=False``:
+    eos_id never looked at (no `finished` flag, no early stop)."""
     @torch.no_grad()
     def greedy_decode(model, src, src_mask=None, *, bos_id, eos_id, max_len):
         if train:
@@ -135,12 +137,12 @@ def _greedy(*, mask_in_encoder=True, mask_in_decoder=True, accumulate=True, step
             next_token = logits[:, -1].argmax(dim=-1)
             if not accumulate:
                 finished = next_token == eos_id
-            if freeze:
+            if freeze and eos:
                 next_token = torch.where(finished, torch.full_like(next_token, eos_id), next_token)
             out = torch.cat([out, next_token[:, None]], dim=1)
             if accumulate:
                 finished |= next_token == eos_id
-            if finished.all():
+            if eos and finished.all():
                 break
         return out[:, 1:]
     return greedy_decode
@@ -385,3 +387,11 @@ def test_a_greedy_loop_with_src_mask_in_the_decoder_only_or_dropout_on_fails_the
     assert_named(chapter.GREEDY, _greedy(mask_in_encoder=False), "src_mask given to the decoder only",
                  (*range(5), 40))
     assert_named(chapter.GREEDY, _greedy(train=True), "dropout switched on while decoding", range(5))
+
+
+@pytest.mark.usefixtures("_one_thread")
+def test_a_greedy_loop_that_never_looks_at_eos_is_named_in_english_and_chinese_on_every_seed():
+    """It was named "`finished` overwritten" (whose output it gives wherever no step ends every row at once), or only
+    by its shape: the first visible case decodes one row, which ends before max_len and would go on after its end."""
+    assert_named_in_both_languages(chapter.GREEDY, _greedy(eos=False), "eos_id ignored: no early stop and no padding",
+                                   range(8))

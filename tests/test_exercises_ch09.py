@@ -2,13 +2,13 @@
 decoding step calling the given repeat_kv): a normaliser from logsumexp is flagged, the decoding step may not
 hand the attention to tfm_ref (withheld when grading), exp with no maximum at all is named as the overflow, and mistakes
 a student audit found unnamed or caught by luck are named on every seed (the running sum divided by unguarded, no −inf
-guard, a square causal mask in the decoding step).
+guard, a square causal mask in the decoding step, a cache joined along the wrong axis or to repeated heads).
 """
 import math
 
 import pytest
 import torch
-from exercise_proofs import assert_named
+from exercise_proofs import assert_named, assert_named_in_both_languages
 
 import tfm_ref
 from autograde import check
@@ -160,14 +160,26 @@ def test_online_softmax_ignoring_dim_or_without_the_minus_inf_guard_fails_the_vi
         assert not report.passed and report.mistake == mistake, (seed, report.message)
 
 
-def test_a_cache_grown_along_the_heads_is_told_which_axis_grows():
-    """torch.cat along dim=1 raised a raw RuntimeError (a student audit): the hint says which axis grows."""
-    def cached_attention(q, k, v, k_cache, v_cache):
-        k_cache, v_cache = torch.cat([k_cache, k], dim=1), torch.cat([v_cache, v], dim=1)
-        n_rep = q.shape[1] // k_cache.shape[1]
-        keys, values = tfm_ref.repeat_kv(k_cache, n_rep), tfm_ref.repeat_kv(v_cache, n_rep)
-        scores = q @ keys.transpose(-2, -1) / q.shape[-1] ** 0.5
-        return scores.softmax(-1) @ values, k_cache, v_cache
+def _cache_grown_along_the_heads(q, k, v, k_cache, v_cache):
+    k_cache, v_cache = torch.cat([k_cache, k], dim=1), torch.cat([v_cache, v], dim=1)
+    n_rep = q.shape[1] // k_cache.shape[1]
+    keys, values = tfm_ref.repeat_kv(k_cache, n_rep), tfm_ref.repeat_kv(v_cache, n_rep)
+    scores = q @ keys.transpose(-2, -1) / q.shape[-1] ** 0.5
+    return scores.softmax(-1) @ values, k_cache, v_cache
 
-    report = chapter.CACHED_ATTENTION.run(cached_attention, seed=0)
-    assert not report.passed and "a key/value cache of shape (B, G, S, Dh) grows along the positions" in report.message
+
+def _cache_of_repeated_heads(q, k, v, k_cache, v_cache):
+    n_rep = q.shape[1] // k.shape[1]
+    k, v = tfm_ref.repeat_kv(k, n_rep), tfm_ref.repeat_kv(v, n_rep)  # (B, H, T, Dh), against a (B, G, S, Dh) cache
+    k_cache, v_cache = torch.cat([k_cache, k], dim=2), torch.cat([v_cache, v], dim=2)
+    scores = q @ k_cache.transpose(-2, -1) / q.shape[-1] ** 0.5
+    return scores.softmax(-1) @ v_cache, k_cache, v_cache
+
+
+@pytest.mark.parametrize("student, mistake", [
+    (_cache_grown_along_the_heads, "cache grown along the heads (torch.cat on dim=1)"),
+    (_cache_of_repeated_heads, "new keys and values repeated to H heads before joining the cache")],
+    ids=["cat(dim=1)", "new k, v repeated to H"])
+def test_a_cache_that_torch_cat_refuses_is_named_in_english_and_chinese(student, mistake):
+    """Both raised a raw RuntimeError from torch.cat (a student audit): the check names the mistake behind it."""
+    assert_named_in_both_languages(chapter.CACHED_ATTENTION, student, mistake, range(4), hidden=True)

@@ -16,7 +16,7 @@ from autograde.checking import CheckFailed
 from autograde.course import source_markdown
 from autograde.exercises import ch10_capstone as chapter
 from autograde.exercises.ch08_encoder_decoder import _greedy_variant
-from exercise_proofs import one_thread
+from exercise_proofs import assert_named_in_both_languages, one_thread
 from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
 from tfm_ref.tasks import PAD_ID
@@ -251,9 +251,10 @@ def test_a_fit_that_stops_early_leaves_no_batch_stream_to_be_finalised_during_a_
     assert kept and all(stream.gi_frame is None for stream in kept)  # closed by the check itself
 
 
-def _student_transformer(*, embed_dropout=True, init=True):
+def _student_transformer(*, embed_dropout=True, init=True, length_axis=1):
     """A student's model, written out as the notebook's answer is (tied embeddings, Stack of blocks);
-    ``embed_dropout``: the dropout after the embeddings, ``init``: the shared matrix started at d_model^−0.5."""
+    ``embed_dropout``: the dropout after the embeddings, ``init``: the shared matrix started at d_model^−0.5,
+    ``length_axis``: the axis of ids whose size slices the positional table (1 is right)."""
     class Stack(nn.Module):
         def __init__(self, layers, final_norm):
             super().__init__()
@@ -284,7 +285,7 @@ def _student_transformer(*, embed_dropout=True, init=True):
                                   for _ in range(n_decoder_layers)], norm())
 
         def embed(self, ids):
-            x = self.src_embed(ids) * self.d_model**0.5 + self.pe[: ids.shape[1]]
+            x = self.src_embed(ids) * self.d_model**0.5 + self.pe[: ids.shape[length_axis]]
             return self.dropout(x) if embed_dropout else x
 
         def forward(self, src, tgt, src_mask=None):
@@ -306,3 +307,26 @@ def test_the_embeddings_dropout_and_initialisation_are_checked_by_the_visible_ch
         assert "'as built, the shared matrix starts with std d_model^−0.5' failed" in report.message, report.message
         said = float(re.search(r"your shared embedding matrix has standard deviation ([0-9.]+);", report.message)[1])
         assert abs(said - 1) < 0.1, report.message  # nn.Embedding's N(0, 1)
+
+
+def test_positions_sliced_by_the_batch_size_are_named_in_english_and_chinese():
+    """pe[:B] for pe[:T] got a hint about keepdim (a student audit): the broadcasting error is the batch size's."""
+    assert_named_in_both_languages(chapter.TRANSFORMER, _student_transformer(length_axis=0),
+                                   "positions sliced by the batch size (pe[:B]) instead of the length", range(3))
+
+
+@torch.no_grad()
+def _greedy_without_eos(model, src, src_mask=None, *, bos_id, eos_id, max_len):
+    """A student's loop that never looks at eos_id: the whole prefix every step, max_len steps."""
+    memory = model.encode(src, src_mask)
+    out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long)
+    for _ in range(max_len):
+        next_token = model.decode(out, memory, src_mask)[:, -1].argmax(dim=-1)
+        out = torch.cat([out, next_token[:, None]], dim=1)
+    return out[:, 1:]
+
+
+def test_greedy_decoding_without_eos_handling_is_named_the_same_way_on_every_seed():
+    """A student audit saw it named on one run and only "shape (2, 5), expected (2, 4)" on the next."""
+    assert_named_in_both_languages(chapter.GREEDY, _greedy_without_eos, "eos_id ignored: no early stop and no padding",
+                                   range(8))

@@ -58,6 +58,16 @@ def _split_no_transpose(x, n_heads):
     return x.reshape(batch, length, n_heads, width // n_heads)  # (B, T, H, Dh): the heads left on axis 2
 
 
+def _split_transpose_2_3(x, n_heads):
+    batch, length, width = x.shape
+    return x.view(batch, length, n_heads, width // n_heads).transpose(2, 3)  # (B, T, Dh, H)
+
+
+def _split_width_first(x, n_heads):
+    batch, length, width = x.shape
+    return x.view(batch, length, width // n_heads, n_heads).transpose(1, 2)  # (B, Dh, T, H)
+
+
 _HEAD_SHAPES = [dict(B=1, T=1, H=1, Dh=1), dict(B=1, T=2, H=2, Dh=1), dict(B=1, T=2, H=2, Dh=2),
                 dict(B=1, T=3, H=2, Dh=3), dict(B=2, T=3, H=4, Dh=2), dict(B=2, T=5, H=3, Dh=4)]
 
@@ -89,6 +99,16 @@ SPLIT_HEADS = Exercise(
                 "(B, H, T, Dh), the heads on axis 1, so that every head is a batch of T positions that attend "
                 "to each other.",
                 "swap the T and H axes after the split: x.view(B, T, H, Dh).transpose(1, 2)."),
+        Mistake("transposed axes 2 and 3 instead of 1 and 2", _split_transpose_2_3,
+                "after x.view(B, T, H, Dh) the positions are axis 1 and the heads axis 2; transpose(2, 3) swaps the "
+                "heads with the head width instead, giving (B, T, Dh, H). split_heads puts the heads in front of "
+                "the positions: (B, H, T, Dh).",
+                "x.view(B, T, H, Dh).transpose(1, 2): swap the positions (1) and the heads (2)."),
+        Mistake("last axis split as (Dh, H) instead of (H, Dh)", _split_width_first,
+                "x.view(B, T, Dh, H) cuts each position's H·Dh features into Dh groups of H, so the heads end up on "
+                "the last axis and each takes every H-th column; transposed, that gives (B, Dh, T, H). Head h owns "
+                "the contiguous columns h·Dh … (h+1)·Dh − 1, which view(B, T, H, Dh) gives.",
+                "x.view(B, T, H, Dh).transpose(1, 2): the heads before the head width in the view."),
     ],
 )
 
@@ -112,6 +132,11 @@ def _merge_view(x):
 def _merge_interleaved(x):
     batch, n_heads, length, head_dim = x.shape
     return x.permute(0, 2, 3, 1).reshape(batch, length, n_heads * head_dim)  # (B, T, Dh·H): heads interleaved
+
+
+def _merge_transpose_2_3(x):
+    batch, n_heads, length, head_dim = x.shape
+    return x.transpose(2, 3).reshape(batch, length, n_heads * head_dim)  # (B, H, Dh, T) read in memory order
 
 
 MERGE_HEADS = Exercise(
@@ -140,6 +165,12 @@ MERGE_HEADS = Exercise(
                 "the heads must be concatenated: columns h·Dh … (h+1)·Dh − 1 of the output are head h; yours "
                 "interleave them.",
                 "transpose to (B, T, H, Dh), then reshape: x.transpose(1, 2).reshape(B, T, H·Dh)."),
+        Mistake("transposed axes 2 and 3 instead of 1 and 2", _merge_transpose_2_3,
+                "(B, H, T, Dh).transpose(2, 3) swaps the positions with the head width, (B, H, Dh, T); reshaped to "
+                "(B, T, H·Dh) it has the right shape, but each row mixes the features of several positions. The "
+                "positions must come next to the batch first: transpose(1, 2) gives (B, T, H, Dh), whose last two "
+                "axes then merge into H·Dh.",
+                "x.transpose(1, 2).reshape(B, T, H·Dh)."),
     ],
 )
 

@@ -423,14 +423,17 @@ def _first_hits(trajectory: torch.Tensor, token: int) -> torch.Tensor:
     return torch.where(hits.any(dim=1), hits.int().argmax(dim=1), trajectory.shape[1])
 
 
-def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator) -> tuple[int, bool, bool]:
+def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator, goes_on: bool = False) -> tuple[int, bool, bool, bool]:
     """An end token that makes the greedy outputs informative: some rows end while others go on
     (so padding after EOS shows), and all end before ``max_len`` (so stopping early shows); whether
     padding after it shows (a row that has ended would generate something else before the last row ends);
-    and whether it also lets a row that has ended generate something else at the step the last row ends (so a
-    `finished` flag that forgets shows: that loop goes on)."""
+    whether it also lets a row that has ended generate something else at the step the last row ends (so a
+    `finished` flag that forgets shows: that loop goes on); and whether a row that has ended would generate
+    something else before ``max_len`` (so a loop that ignores eos_id altogether, neither stopping nor padding, shows
+    apart from one that only forgets to stop: in a batch of one, where no row ends before another), which
+    ``goes_on`` also prefers."""
     batch, length = trajectory.shape
-    best, best_score, best_padded, best_restarts = PAD, -1.0, False, False
+    best, best_score, best_flags = PAD, -1.0, (False, False, False)
     for token in torch.randperm(VOCAB, generator=gen).tolist():
         if token in (BOS, PAD):  # an end token that is PAD would hide padding mistakes
             continue
@@ -439,13 +442,14 @@ def _choose_eos(trajectory: torch.Tensor, gen: torch.Generator) -> tuple[int, bo
         padded = any(int(first[r]) < finish and bool((trajectory[r, int(first[r]) + 1 : finish + 1] != token).any())
                      for r in range(batch))
         restarts = int(first.max()) < length - 1 and bool((trajectory[:, finish] != token).any())
+        went_on = any(bool((trajectory[r, int(first[r]) + 1:] != token).any()) for r in range(batch))
         # then, among equals, the one that comes latest: a row that ends at once hides how the loop feeds the
         # decoder (first position or last, one token or the prefix)
-        score = 2 * padded + (int(first.max()) < length - 1) + restarts + (int(first.min()) < length) \
-            + float(first.clamp(max=length - 1).float().mean()) / length
+        score = 2 * padded + (int(first.max()) < length - 1) + restarts + (goes_on and went_on) \
+            + (int(first.min()) < length) + float(first.clamp(max=length - 1).float().mean()) / length
         if score > best_score:
-            best, best_score, best_padded, best_restarts = token, score, padded, restarts
-    return best, best_padded, best_restarts
+            best, best_score, best_flags = token, score, (padded, restarts, went_on)
+    return (best, *best_flags)
 
 
 def _model_and_source(gen: torch.Generator, dims, model_class: type = RandomTransformer, dropout: float = 0.0):
@@ -482,36 +486,55 @@ def _mask_uses_told_apart(model, src: torch.Tensor, src_mask: torch.Tensor, max_
     return sum(not torch.equal(a, b) for i, a in enumerate(outputs) for b in outputs[i + 1:])
 
 
+@torch.no_grad()
+def _dropout_shows(model, src: torch.Tensor, src_mask: torch.Tensor | None, trajectory: torch.Tensor, eos: int,
+                   gen: torch.Generator) -> bool:
+    """Does the model, switched to training mode, decode other tokens than ``trajectory`` (its eval-mode decoding with
+    no EOS) before the rows end at ``eos``, on a draw of its dropout masks?"""
+    length = min(int(_first_hits(trajectory, eos).max()) + 1, trajectory.shape[1])  # the reference's output length
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model.train()
+        trained = tfm_ref.greedy_decode(model, src, src_mask, bos_id=BOS, eos_id=-1, max_len=trajectory.shape[1])
+        model.eval()
+    return not torch.equal(trained[:, :length], trajectory[:, :length])
+
+
 def _decode_inputs(model_class: type = RandomTransformer, use_mask: bool = True, tries: int = 15,
-                   dropout: float = 0.0, endless: bool = False):
+                   dropout: float = 0.0, endless: bool = False, goes_on: bool = False):
     """The first of ``tries`` random models whose decoding is not one repeated token and on which each
     mistake of the catalogue shows (the end token shows the padding after it; src_mask matters in the encoder
     and in the decoder; the end token lets a forgetting `finished` flag show); failing that, the first that comes
     closest, in that order. ``endless``: eos_id is a token that no row produces, so every row runs max_len steps (the
-    model is then drawn for the mask's uses alone)."""
+    model is then drawn for the mask's uses alone). ``goes_on``: a row that has ended would go on generating other
+    tokens before max_len, rather than a forgetting flag (a loop that ignores eos_id altogether then differs from one
+    that only never stops, in a batch of one). With ``dropout``, first a model whose tokens change when its dropout is
+    switched on (a loop that calls model.train() then shows)."""
     def inputs(gen: torch.Generator, dims, dtype: torch.dtype) -> Call:
-        best, best_rank = None, (False, -1, False)
+        best, best_rank = None, (False, False, -1, False)
         for attempt in range(tries):
             model, src, src_mask = _model_and_source(gen, dims, model_class, dropout)
             src_mask = src_mask if use_mask else None
             trajectory = tfm_ref.greedy_decode(model, src, src_mask, bos_id=BOS, eos_id=-1, max_len=dims["L"])
             if not _varied(trajectory):  # with no EOS, it runs max_len steps
                 if best is None and attempt == tries - 1:
-                    eos = _never_produced(trajectory, gen) if endless else _choose_eos(trajectory, gen)[0]
+                    eos = _never_produced(trajectory, gen) if endless else _choose_eos(trajectory, gen, goes_on)[0]
                     best = (model, src, src_mask, eos)
                 continue
             mask_uses = 6 if src_mask is None else _mask_uses_told_apart(model, src, src_mask, dims["L"])
             if endless:  # no row ends: only the mask's uses to show
-                eos, padded, restarts = _never_produced(trajectory, gen), True, True
+                eos, padded, restarts, went_on = _never_produced(trajectory, gen), True, True, True
             else:
-                eos, padded, restarts = _choose_eos(trajectory, gen)
+                eos, padded, restarts, went_on = _choose_eos(trajectory, gen, goes_on)
             one_row = dims["B"] == 1  # one row cannot end before another
             # padding after the end token first: it shows only where some rows end before others, which a
             # batch of one cannot (the mask's uses show in the visible batch of one as well)
-            rank = (padded or one_row, mask_uses, restarts or one_row)
+            shows_dropout = not dropout or _dropout_shows(model, src, src_mask, trajectory, eos, gen)
+            rank = (shows_dropout, padded or one_row, mask_uses, went_on if goes_on else restarts or one_row)
             if rank > best_rank:
                 best, best_rank = (model, src, src_mask, eos), rank
-            if rank == (True, 6, True):
+            if rank == (True, True, 6, True):
                 break
         model, src, src_mask, eos = best
         return Call(model, src, src_mask, bos_id=BOS, eos_id=eos, max_len=dims["L"])
@@ -570,10 +593,14 @@ GREEDY = Exercise(
     inputs=_decode_inputs(),
     arg_names=("model", "src", "src_mask"),
     shapes=[dict(B=2, S=3, L=5), dict(B=3, S=6, L=8)],
-    # the batch of 3 is drawn so that its rows end at different steps (padding after EOS shows); the endless case
-    # shows the number of steps, which rows that all end early hide
-    # the source of one is decoded by a model built with dropout (in eval mode): a loop that switches dropout on shows
-    visible=[Case("a padded batch of 3 sources"),
+    # the first source's row ends before max_len and would go on after its end token: a loop that ignores eos_id
+    # altogether fails there, where a `finished` flag that forgets cannot (one row ends when all do), and no mistake
+    # of the mask can (there is none); the batch of 3 is drawn so that its rows end at different steps (padding after
+    # EOS shows); the source of one is decoded by a model built with dropout (in eval mode): a loop that switches
+    # dropout on shows; the endless case shows the number of steps, which rows that all end early hide
+    visible=[Case("one source without padding (src_mask=None) that ends before max_len", dims=dict(B=1, S=5, L=8),
+                  inputs=_decode_inputs(use_mask=False, goes_on=True)),
+             Case("a padded batch of 3 sources"),
              Case("one source, a model built with dropout 0.3 (in eval mode)", dims=dict(B=1, S=5, L=8),
                   inputs=_decode_inputs(dropout=0.3)),
              Case("no sequence ends: max_len tokens each", dims=dict(B=3, S=5, L=6), inputs=_decode_inputs(endless=True))],
@@ -603,6 +630,12 @@ GREEDY = Exercise(
                 "from each step's token, it forgets them, so an ended row generates again and the loop stops only "
                 "when all rows give eos_id at the same step.",
                 "finished |= next_token == eos_id, after the torch.where."),
+        Mistake("eos_id ignored: no early stop and no padding", _greedy_variant(stop=False, pad=False),
+                "eos_id ends a sequence: once a row has produced it, every later token of that row is eos_id, and "
+                "decoding stops as soon as every row has ended; yours never looks at eos_id, so it runs max_len "
+                "steps and rows go on generating after their end.",
+                "keep a (B,) `finished` flag: next_token = torch.where(finished, eos_id, next_token); append it; "
+                "finished |= next_token == eos_id; if finished.all(): break."),
         Mistake("finished sequences padded with PAD instead of EOS", _greedy_variant(pad_id=PAD),
                 "in this course a sequence that has ended keeps producing eos_id (tfm_ref.greedy_decode, "
                 "beam_search and the notebook's instructions); yours fills the rest of the row with another id.",

@@ -396,22 +396,26 @@ def _cache_sizes(gen: torch.Generator) -> dict[str, int]:
 
 
 def _cache_variant(*, prepend: bool = False, causal: str = "end", update: bool = True, use_cache: bool = True,
-                   store_repeated: bool = False, tile_heads: bool = False, detached: bool = False,
-                   repeat_by_g: bool = False, repeated: bool = True):
+                   store_repeated: bool = False, new_repeated: bool = False, grow_dim: int = -2,
+                   tile_heads: bool = False, detached: bool = False, repeat_by_g: bool = False, repeated: bool = True):
     """One decoding step with one thing done wrong. ``causal``: "end" right, "start" (the triangle
     of a square mask), "none", "strict" (a position does not see itself), "ahead" (it sees the next), "new
     first" (the triangle on the first T keys, the cached ones after it) or "square" (a (T, T) mask, which
     ``mask.expand(*q.shape[:-1], S + T)`` refuses, as the exercise's tiled_attention does, unless T = 1);
     ``repeat_by_g``: the G key/value heads repeated G times instead of H / G; ``repeated=False``: not repeated
-    at all."""
+    at all; ``new_repeated``: the new k and v repeated to H heads before they join the G-head cache;
+    ``grow_dim``: the axis torch.cat joins the cache and the new positions along."""
     def cached_attention(q, k, v, k_cache, v_cache):
         n_rep = k.shape[1] if repeat_by_g else q.shape[1] // k.shape[1]
         repeat = repeat_tiled if tile_heads else tfm_ref.repeat_kv if repeated else (lambda x, n_rep: x)
+        if store_repeated or new_repeated:
+            k, v = repeat(k, n_rep), repeat(v, n_rep)  # (B, H, T, Dh)
         if store_repeated:
-            k, v, k_cache, v_cache = (repeat(t, n_rep) for t in (k, v, k_cache, v_cache))  # (B, H, ·, Dh)
+            k_cache, v_cache = repeat(k_cache, n_rep), repeat(v_cache, n_rep)  # (B, H, S, Dh)
+        if store_repeated or new_repeated:
             n_rep = 1
         parts = (k, k_cache, v, v_cache) if prepend else (k_cache, k, v_cache, v)
-        keys, values = torch.cat(parts[:2], dim=-2), torch.cat(parts[2:], dim=-2)  # (B, G, S + T, Dh)
+        keys, values = torch.cat(parts[:2], dim=grow_dim), torch.cat(parts[2:], dim=grow_dim)  # (B, G, S + T, Dh)
         seen_k, seen_v = (keys, values) if use_cache else (k, v)
         n_new, n_all = q.shape[-2], seen_k.shape[-2]
         if causal == "new first":  # the triangle over the first T keys, as if the new positions came first
@@ -493,6 +497,17 @@ CACHED_ATTENTION = Exercise(
         Mistake("cache stores the repeated heads", _cache_variant(store_repeated=True),
                 "storing H heads throws away GQA's memory saving (the cache would be H/G times larger).",
                 "keep G key/value heads in the cache, and repeat them to H only for attending."),
+        Mistake("new keys and values repeated to H heads before joining the cache", _cache_variant(new_repeated=True),
+                "the cache holds G key/value heads, (B, G, S, Dh); the new k and v, repeated to the H query heads "
+                "first, (B, H, T, Dh), no longer match it on the head axis, and torch.cat refuses to join them. "
+                "Stored repeated, the cache would also lose GQA's memory saving (H/G times larger).",
+                "join first, keys = torch.cat([k_cache, k], dim=-2) (the new cache, G heads), and repeat only what "
+                "you attend over: repeat_kv(keys, H // G)."),
+        Mistake("cache grown along the heads (torch.cat on dim=1)", _cache_variant(grow_dim=1),
+                "k_cache is (B, G, S, Dh): axis 1 holds the key/value heads and axis 2 (-2) the positions. The new "
+                "positions extend the cache along the positions; joined on dim=1 they would be new heads, and "
+                "torch.cat refuses because the lengths S and T differ.",
+                "torch.cat([k_cache, k], dim=-2), and the same for v."),
         Mistake("mask built as if the new positions came first", _cache_variant(causal="new first"),
                 "the keys are the S cached positions followed by the T new ones: every query sees the whole cache, "
                 "so the mask's triangle sits over its last T columns, not its first.",

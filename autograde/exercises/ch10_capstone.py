@@ -140,6 +140,7 @@ class _Wrong:
     positions_twice: bool = False
     causal_inverted: bool = False
     log_softmax: bool = False
+    positions_of_batch: bool = False
 
 
 class _WrittenOut(tfm_ref.Transformer):
@@ -152,7 +153,7 @@ class _WrittenOut(tfm_ref.Transformer):
         x = F.embedding(ids, self.src_embed.weight)  # (B, T, D)
         d_model = self.config.d_model
         x = x if self.wrong.unscaled else x * (d_model if self.wrong.scaled_by_d_model else math.sqrt(d_model))
-        pe = self.positional.pe[: ids.shape[1]].to(x.dtype)
+        pe = self.positional.pe[: ids.shape[0 if self.wrong.positions_of_batch else 1]].to(x.dtype)  # (T, D)
         x = x + (2 * pe if self.wrong.positions_twice else pe) if positions else x
         return x if self.wrong.no_embed_dropout else self.embed_dropout(x)  # as tfm_ref draws it, in training mode
 
@@ -305,6 +306,12 @@ TRANSFORMER = Exercise(
                 "the embeddings are multiplied by √d_model (§3.4), which brings the tied rows (norm ≈ 1) to the "
                 "scale of the positional encoding; d_model makes them √d_model times too large, and the positions "
                 "are drowned instead.",
+                "x = self.src_embed(ids) * math.sqrt(d_model) + self.pe[: ids.shape[1]]"),
+        Mistake("positions sliced by the batch size (pe[:B]) instead of the length", _written_out(
+                    positions_of_batch=True),
+                "ids is (B, T): the positional table is sliced by the sequence length, ids.shape[1], one row per "
+                "position. Sliced by ids.shape[0], the batch size, it has B rows, which do not line up with the T "
+                "positions of (B, T, D) (and with one sequence, B = 1, every position gets position 0's row).",
                 "x = self.src_embed(ids) * math.sqrt(d_model) + self.pe[: ids.shape[1]]"),
         Mistake("positional encoding added twice", _written_out(positions_twice=True),
                 "the positions are added once, when a sequence is embedded; yours adds them twice (in embed and "
