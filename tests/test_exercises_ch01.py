@@ -2,7 +2,7 @@
 import re
 
 import torch
-from exercise_proofs import assert_named
+from exercise_proofs import assert_named, assert_named_in_both_languages
 
 from autograde.exercises import ch01_attention as chapter
 
@@ -46,3 +46,23 @@ def test_the_masked_attentions_failing_input_lists_its_heads():
     report = chapter.MASKED_ATTENTION.run(_mask_after_softmax, reveal_fix=False)
     assert not report.passed and re.search(r"Smallest failing input \(B=\d+, H=2, T=\d+, S=\d+", report.message), \
         report.message
+
+
+def _masked_attention_filled_with(fill: float):
+    """A student's masked attention whose masked scores are ``fill`` and whose softmax has no guard for −inf rows."""
+    def scaled_dot_product_attention(q, k, v, mask=None, *, return_weights=False):
+        scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (…, T, S)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, fill)
+        e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+        weights = e / e.sum(dim=-1, keepdim=True)
+        return (weights @ v, weights) if return_weights else weights @ v
+    return scaled_dot_product_attention
+
+
+def test_fully_masked_rows_are_named_by_the_visible_check_on_every_seed():
+    """The notebook warns that a fully masked row must give zeros: NaN there, or -1e9's average of every value,
+    passed the visible check and failed only when graded."""
+    for fill, mistake in ((float("-inf"), "NaN for fully masked rows"),
+                          (-1e9, "large negative instead of -inf (fully masked rows)")):
+        assert_named_in_both_languages(chapter.MASKED_ATTENTION, _masked_attention_filled_with(fill), mistake, range(5))

@@ -395,3 +395,14 @@ def test_a_greedy_loop_that_never_looks_at_eos_is_named_in_english_and_chinese_o
     by its shape: the first visible case decodes one row, which ends before max_len and would go on after its end."""
     assert_named_in_both_languages(chapter.GREEDY, _greedy(eos=False), "eos_id ignored: no early stop and no padding",
                                    range(8))
+
+
+def _loss_with_epsilon_fixed(logits, target, smoothing=0.1, ignore_index=0):
+    """A student's loss that smooths with the paper's ε = 0.1 whatever it is given."""
+    return tfm_ref.label_smoothed_cross_entropy(logits, target, 0.1, ignore_index)
+
+
+def test_a_loss_that_ignores_its_smoothing_argument_is_named_by_the_visible_check_on_every_seed():
+    """Every visible case had ε = 0.1, the default: a loss with ε = 0.1 written in passed until graded."""
+    assert_named_in_both_languages(chapter.LABEL_SMOOTHING, _loss_with_epsilon_fixed,
+                                   "ε fixed at 0.1 instead of the `smoothing` given", range(5))

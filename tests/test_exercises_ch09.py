@@ -96,10 +96,10 @@ def test_nan_turned_into_zeros_at_the_end_fails_on_a_row_whose_first_block_is_al
 # --------------------------------------------------------------------------- mistakes a student audit found unnamed
 
 
-def _tiled(q, k, v, mask=None, *, q_tile=64, k_tile=64, guard=True, divide_inside=False):
+def _tiled(q, k, v, mask=None, *, q_tile=64, k_tile=64, guard=True, divide_inside=False, final_guard=True):
     """A student's tiled attention: right with the defaults; ``guard=False`` shifts by a −inf running maximum
     (NaN while a row has seen only masked keys); ``divide_inside`` divides by the running sum at every tile,
-    with no guard for ℓ = 0."""
+    with no guard for ℓ = 0; ``final_guard=False`` divides by ℓ at the end even where it is 0."""
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     scale = 1 / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -120,7 +120,8 @@ def _tiled(q, k, v, mask=None, *, q_tile=64, k_tile=64, guard=True, divide_insid
             total = total * f + p.sum(-1, keepdim=True)
             o = o * f + (p @ v[..., j:j + k_tile, :] / total if divide_inside else p @ v[..., j:j + k_tile, :])
             m = m_new
-        outs.append(o if divide_inside else o / torch.where(total == 0, torch.ones_like(total), total))
+        outs.append(o if divide_inside else o / torch.where(total == 0, torch.ones_like(total), total) if final_guard
+                    else o / total)
     return torch.cat(outs, dim=-2)
 
 
@@ -183,3 +184,12 @@ def _cache_of_repeated_heads(q, k, v, k_cache, v_cache):
 def test_a_cache_that_torch_cat_refuses_is_named_in_english_and_chinese(student, mistake):
     """Both raised a raw RuntimeError from torch.cat (a student audit): the check names the mistake behind it."""
     assert_named_in_both_languages(chapter.CACHED_ATTENTION, student, mistake, range(4), hidden=True)
+
+
+def test_tiled_attention_without_a_guard_for_fully_masked_rows_is_named_by_the_visible_check_on_every_seed():
+    """The notebook warns of fully masked rows: o / ℓ with ℓ = 0 passed the visible check, whose rows all saw a key."""
+    def tiled_attention(q, k, v, mask=None, *, q_tile=64, k_tile=64):
+        return _tiled(q, k, v, mask, q_tile=q_tile, k_tile=k_tile, final_guard=False)
+
+    assert_named_in_both_languages(chapter.TILED_ATTENTION, tiled_attention,
+                                   "no guard for ℓ = 0 in the final division (fully masked rows)", range(5))

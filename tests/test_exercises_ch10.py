@@ -330,3 +330,13 @@ def test_greedy_decoding_without_eos_handling_is_named_the_same_way_on_every_see
     """A student audit saw it named on one run and only "shape (2, 5), expected (2, 4)" on the next."""
     assert_named_in_both_languages(chapter.GREEDY, _greedy_without_eos, "eos_id ignored: no early stop and no padding",
                                    range(8))
+
+
+def test_a_fit_that_does_not_pass_its_smoothing_on_is_named_by_the_visible_check():
+    """The visible case trained with ε = 0.1, train_step's default: leaving `smoothing` out passed until graded."""
+    def fit(model, batches, *, d_model, warmup, factor=1.0, smoothing=0.1):
+        optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)
+        return [_hand_written_step(model, optimizer, batch, step, d_model=d_model, warmup=warmup, factor=factor)[0]
+                for step, batch in enumerate(batches)]
+
+    assert_named_in_both_languages(chapter.FIT, fit, "smoothing not passed to train_step", range(2))

@@ -829,6 +829,10 @@ def _loss_per_sequence(logits, target, smoothing=0.1, ignore_index=PAD):
     return loss[real].sum() / target.shape[0]
 
 
+def _loss_fixed_smoothing(logits, target, smoothing=0.1, ignore_index=PAD):
+    return label_smoothed_cross_entropy(logits, target, 0.1, ignore_index)  # the argument never read
+
+
 def _loss_no_smoothing(logits, target, smoothing=0.1, ignore_index=PAD):
     loss, real = _smoothed_terms(logits, target, 0.0, ignore_index)
     return loss[real].mean()
@@ -869,8 +873,9 @@ LABEL_SMOOTHING = Exercise(
     shapes=[dict(B=1, T=1, V=3), dict(B=2, T=2, V=3), dict(B=2, T=3, V=5), dict(B=3, T=5, V=11)],
     # a confident model and huge logits are visible: an ε spread another way, and log(softmax), fail before grading
     visible=[Case("padded targets, ε = 0.1"),
-             Case("a model that predicts well (the target's logit 5 above), ε = 0.1",
-                  inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype, confident=5.0)),
+             # ε ≠ 0.1 (the default): a loss that does not use the `smoothing` it is given fails the visible check
+             Case("a model that predicts well (the target's logit 5 above), ε = 0.2",
+                  inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype, 0.2, confident=5.0)),
              Case("huge logits", inputs=lambda gen, dims, dtype: _loss_inputs(gen, dims, dtype).scaled(1e3))],
     hidden=[
         Case("random sizes", dims=random_dims(B=(1, 4), T=(1, 8), V=(2, 30))),
@@ -912,6 +917,10 @@ LABEL_SMOOTHING = Exercise(
                 "the `smoothing` argument ε is not used: your target is the plain one-hot.",
                 "the target puts 1 − ε + ε/V on the correct class and ε/V elsewhere: "
                 "(1 − ε)·(−log p_y) + ε·mean_v(−log p_v)."),
+        Mistake("ε fixed at 0.1 instead of the `smoothing` given", _loss_fixed_smoothing,
+                "the loss smooths with ε = 0.1 whatever `smoothing` it is given: 0.1 is the 2017 paper's choice and "
+                "the argument's default, but the caller chooses ε.",
+                "use the argument: (1 − smoothing)·(−log p_y) + smoothing·mean_v(−log p_v)."),
         Mistake("log of softmax instead of log_softmax", _loss_log_of_softmax,
                 "softmax underflows to 0 for very unlikely classes and log(0) = −inf, which smoothing multiplies "
                 "by ε/V > 0 (a log-sum-exp written without subtracting the maximum overflows the other way).",

@@ -221,8 +221,9 @@ def _tiled_inputs(mask: str = "random"):
 def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool | str = False, drop_partial: bool = False,
                    short_key_tiles: bool = False, use_mask: bool = True, fill: float = NEG_INF, scaled: bool = True,
                    max_before_mask: bool = False, expand_mask: bool = True, inverted_mask: bool = False,
-                   scaled_by_dv: bool = False, m_start: float = NEG_INF, **fold):
-    """Tiled attention with one thing done wrong (the keywords, and those of `_fold`, say which)."""
+                   scaled_by_dv: bool = False, m_start: float = NEG_INF, final_guard: bool = True, **fold):
+    """Tiled attention with one thing done wrong (the keywords, and those of `_fold`, say which;
+    ``final_guard=False``: the accumulator divided by ℓ at the end even where ℓ = 0)."""
     def tiled_attention(q, k, v, mask=None, *, q_tile=64, k_tile=64):
         n_queries, n_keys = q.shape[-2], k.shape[-2]
         if mask is not None and expand_mask:
@@ -247,7 +248,7 @@ def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool | str = Fals
                 elif divide_inside:  # normalised at every tile, by the sum so far
                     contribution = _safe_divide(contribution, total)
                 out = (out * factor if rescale_out else out) + contribution
-            rows.append(out if divide_inside else _safe_divide(out, total))
+            rows.append(out if divide_inside else _safe_divide(out, total) if final_guard else out / total)
         return torch.cat(rows, dim=-2)  # (…, T, Dv)
     return tiled_attention
 
@@ -280,8 +281,13 @@ TILED_ATTENTION = Exercise(
     inputs=_tiled_inputs(),
     arg_names=("q", "k", "v", "mask"),
     shapes=_TILED_SHAPES,
+    # the notebook's text warns of rows with no visible key: one whose first tile is masked, and one fully masked
+    # (before it the huge logits, where exp without the maximum overflows and is named so, not as the masked rows)
     visible=[Case("random mask, query 0's first key tile all masked; T = 5 in query tiles of 2, S = 7 in key tiles "
-                  "of 3", inputs=_tiled_inputs("first key tile blind"))],
+                  "of 3", inputs=_tiled_inputs("first key tile blind")),
+             Case("huge logits", dtype=torch.float64,
+                  inputs=lambda gen, dims, dtype: _tiled_inputs()(gen, dims, dtype).scaled(30.0)),
+             Case("fully masked rows", inputs=_tiled_inputs("empty rows"))],
     hidden=[
         Case("random sizes and tile sizes", dims=_tiled_sizes),
         Case("tiles of 1", dims=dict(B=2, H=2, T=4, S=6, Dk=4, Dv=3, QT=1, KT=1)),
@@ -363,6 +369,10 @@ TILED_ATTENTION = Exercise(
                 "while every key a row has seen is masked, its maximum is −inf and exp(−inf − (−inf)) is NaN; a "
                 "fully masked query must get a zero output.",
                 "subtract 0 instead of a non-finite maximum, and divide by 1 where ℓ is 0."),
+        Mistake("no guard for ℓ = 0 in the final division (fully masked rows)", _tiled_variant(final_guard=False),
+                "a query whose keys are all masked never adds to ℓ, so after the last tile ℓ = 0 and o / ℓ is "
+                "0 / 0 = NaN; a fully masked query must get a zero output.",
+                "divide by 1 where ℓ is 0: o / torch.where(l == 0, torch.ones_like(l), l)."),
         Mistake("masked scores set to a large negative number", _tiled_variant(fill=-1e9),
                 "with -1e9 a query whose keys are all masked averages every value instead of giving zeros.",
                 "fill with -inf, and treat a row with no finite score as exp(·) = 0."),
