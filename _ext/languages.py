@@ -11,10 +11,17 @@ An edition in a folder is built apart, in its own build folder (myst-nb, the the
 export expect the executed notebooks beside the output folder), and copied into the site, named by
 ``book_site``, when its build succeeds. It links to what the root edition made rather than making it
 again: the widgets' states (``_ext/widget_states.py`` uses `site_folder` and `site_root`); and it
-shares the root's execution cache (``locales/build.py``), so it executes nothing.
+shares the root's execution cache (``locales/build.py``), so it executes nothing. Its ``_static`` files that
+are the same as the root's (the theme, MathJax: all but a few that speak its language) are not copied: its
+pages link to the root's (`share_static`), so a reader's browser fetches them once for both editions.
+
+The switch keeps the reader's place: ``_static/language-switch.js`` adds the address's ``#section`` to the
+link when it is followed (the headings keep the sources' anchors in every edition).
 """
 from __future__ import annotations
 
+import filecmp
+import re
 import shutil
 from pathlib import Path
 from typing import NamedTuple
@@ -22,7 +29,7 @@ from typing import NamedTuple
 from sphinx.util import logging
 from sphinx.util.osutil import relative_uri
 
-__all__ = ["Edition", "edition", "editions", "setup", "site_folder", "site_root"]
+__all__ = ["Edition", "edition", "editions", "setup", "share_static", "site_folder", "site_root"]
 
 SWITCH_TEMPLATE = "language-switch.html"
 logger = logging.getLogger(__name__)
@@ -88,13 +95,47 @@ def _switch_links(app, pagename, templatename, context, doctree) -> None:
                                   for other in editions(app.config) if other != edition(app.config)]
 
 
+# A link to a file of _static in a page: the quote or parenthesis before it, the way up to the edition's root.
+_STATIC_LINK = re.compile(r"""(?<=["'(])((?:\.\./)*)_static/([^"'?#)\s]+)""")
+
+
+def share_static(edition_dir: Path, root_static: Path, depth: int) -> list[str]:
+    """Link the pages of the edition in ``edition_dir`` (``depth`` folders below the site's root) to the files of
+    ``root_static`` that its own ``_static`` has byte for byte, and delete its copies: the files deleted."""
+    static = edition_dir / "_static"
+    shared = sorted(path.relative_to(static).as_posix() for path in static.rglob("*")
+                    if path.is_file() and (root_static / path.relative_to(static)).is_file()
+                    and filecmp.cmp(path, root_static / path.relative_to(static), shallow=False))
+    kept = set(shared)
+
+    def relink(match: re.Match) -> str:
+        up, name = match.groups()
+        return f"{up}{'../' * depth}_static/{name}" if name in kept else match.group(0)
+
+    for page in edition_dir.rglob("*.html"):
+        if static in page.parents:
+            continue  # the theme's templates among the static files, which no page loads
+        text = page.read_text(encoding="utf-8")
+        relinked = _STATIC_LINK.sub(relink, text)
+        if relinked != text:
+            page.write_text(relinked, encoding="utf-8")
+    for name in shared:
+        (static / name).unlink()
+    for folder in sorted((p for p in static.rglob("*") if p.is_dir()), reverse=True):  # the deepest first
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    return shared
+
+
 def _copy_into_site(app, exception) -> None:
     folder = edition(app.config).prefix
     if exception is None and app.builder.format == "html" and folder:
         placed = site_folder(app) / folder
         shutil.rmtree(placed, ignore_errors=True)  # nothing stale: the edition as this build made it
         shutil.copytree(app.outdir, placed)
-        logger.info(f"the {app.config.language} edition is in {placed}")
+        shared = share_static(placed, site_folder(app) / "_static", folder.count("/"))
+        logger.info(f"the {app.config.language} edition is in {placed}, "
+                    f"with {len(shared)} files of the root's _static")
 
 
 def setup(app):
