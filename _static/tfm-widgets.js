@@ -5,7 +5,7 @@
  * {initial: [value index per control], labels: [[value label, ...] per control],
  *  panels: [{controls: [control index, ...], states: {"i-j": file name | {error: message}}}]}.
  * A state's key joins the value indices of the panel's controls with "-". Files are fetched only
- * when first shown. A tap on a figure shrunk to a narrow column shows it at full size.
+ * when first shown. A figure shrunk to a narrow column shows at full size when tapped (figure-zoom.js).
  */
 (function () {
   "use strict";
@@ -43,18 +43,6 @@
         message.textContent = showsMessage ? state.error : "";
       });
     }
-
-    // On a narrow screen a figure is shrunk to the column: a tap shows it at full size, to swipe across
-    // (its text readable), and another tap shrinks it again.
-    widget.querySelectorAll(".tfm-widget-panel img").forEach(function (image) {
-      image.addEventListener("click", function () {
-        const figure = image.parentElement;
-        const shrunk = image.getBoundingClientRect().width < 0.95 * image.naturalWidth;
-        if (shrunk || figure.classList.contains("tfm-widget-panel-full")) {
-          figure.classList.toggle("tfm-widget-panel-full");
-        }
-      });
-    });
 
     widget.querySelector("form").addEventListener("input", update);
     update();  // a browser may restore moved controls when the reader comes back to the page
