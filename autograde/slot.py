@@ -1,7 +1,7 @@
 """One grading slot: a trusted process with a sandbox of its own, grading one notebook at a time.
 
-``python -m autograde.slot`` is started by `autograde.pool`. The first line on its stdin is
-its configuration (``{"name", "root", "staging", "out", "db_url", "limits"}``); it answers
+``python -m autograde.slot`` is started by `autograde.pool`, or by a Dask worker (`autograde.cluster`). The first
+line on its stdin is its configuration (``{"name", "root", "staging", "out", "db_url", "limits"}``); it answers
 ``{"ready": true}`` once its sandbox is up (or ``{"error": "..."}``), then reads one task per
 line (a submission) and answers each with one row, as JSON lines. It never runs a student's code
 itself: the notebook's cells run in the sandbox, its checks here (`autograde.session`). For each
@@ -14,11 +14,13 @@ pristine process forks a fresh runner per notebook in milliseconds.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import json
 import os
 import re
 import shutil
+import signal
 import sys
 import traceback
 import types
@@ -31,6 +33,7 @@ from .autograded import Recorder, stage_files, write_executed
 from .course import nbgrader_config, released_notebook
 from .exercises import chapter_ids, exercises_of
 from .feedback import write_feedback
+from .isolation import PR_SET_PDEATHSIG
 from .messages import notebook_language, speaking
 from .notebook import GradedCell, load_notebook, max_score, merge
 from .release import source_notebook
@@ -162,7 +165,14 @@ def _warm_up(seed: int | None, assignments: list[str]) -> None:
             exercise.run(exercise.reference, hidden=True, seed=0 if seed is None else seed)
 
 
+def _die_with_parent() -> None:
+    """Be killed with the thread that started this slot (a pool's, a Dask worker's): a slot whose worker was lost
+    must not go on grading a notebook that Dask has meanwhile given to another worker."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def main() -> None:
+    _die_with_parent()
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout = sys.stderr  # whatever else prints must not mix with the rows
     config = json.loads(sys.stdin.readline())
