@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
                      "under (default: none; an id is made from the LMS's name)")
     grd.add_argument("--jobs", type=_positive(int), default=1,
                      help="notebooks graded in parallel, one core each (default: %(default)s)")
+    grd.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                     help="grade on the workers of this Dask scheduler instead (each worker thread a slot; --jobs "
+                     "is unused): they must see the course root and OUT at the same paths and reach the gradebook "
+                     "(autograde/README.md, \"More than one machine\")")
     grd.add_argument("--cell-timeout", type=_positive(float), default=30.0,
                      help="seconds a cell may run; a notebook, six times that (default: %(default)g). The nbgrader "
                      "config's c.Execute.timeout is not used: grading runs no kernel")
@@ -82,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
 
     bch = commands.add_parser("bench", help="grading throughput on a generated class")
     bch.add_argument("--students", type=_positive(int), default=8)
+    bch.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                     help="measure a Dask cluster's workers instead: notebooks per second per worker")
+    bch.add_argument("--dir", type=Path, help="where the generated course and class are written: with --scheduler, "
+                     "a folder every worker sees at the same path (default: a temporary folder)")
 
     rpt = commands.add_parser("report", help="the class report: one HTML page of the scores, the mistakes and the "
                               "rows to review, from OUT/grades.csv and OUT/checks.csv")
@@ -112,12 +120,12 @@ def main(argv: list[str] | None = None) -> int:
             rows = grade(args.submissions, out, jobs=args.jobs, db_url=args.db, limits=limits, root=args.root,
                          submitted_at=args.submitted_at, timezone=args.timezone,
                          max_submission_mb=args.max_submission_mb, layout=args.layout, mapping=args.mapping,
-                         notes=before_grading(args.root, args.db, out, limits))
+                         notes=before_grading(args.root, args.db, out, limits), scheduler=args.scheduler)
             print(summary(rows, out, args.root, args.db))
         elif args.command == "bench":
             from .bench import bench
 
-            bench(args.students)
+            bench(args.students, scheduler=args.scheduler, where=args.dir)
         elif args.command == "report":
             from .report import write_report
 

@@ -4,7 +4,8 @@ SUBMISSIONS is a folder or a .zip: nbgrader's ``<student_id>/<assignment>/<assig
 collect`` leaves ``submitted/``, or an LMS's download (Canvas, Moodle, Blackboard; `autograde.collection.collect`,
 `autograde.lms`). Input that holds no submission, is laid out otherwise or mixes layouts grades nothing and
 changes nothing (`GradingError`, one line: what was expected, what was found). Each notebook is graded by
-one of ``jobs`` trusted slot processes (`autograde.pool`, `autograde.slot`): its cells run in a
+one of ``jobs`` trusted slot processes (`autograde.pool`, `autograde.slot`), or of a Dask cluster's workers'
+(``scheduler``, `autograde.cluster`): its cells run in a
 fresh sandboxed runner, its checks in the slot. Then, in the slot, nbgrader's own autograde step
 records the grades, timestamps and late penalties in the gradebook (`autograde.autograded`; a score or comment
 given by hand in formgrader stays, as nbgrader keeps it) and the feedback page is written where nbgrader's
@@ -121,7 +122,7 @@ def _similarity_assets(assignments: set[str], assets: dict[str, tuple], root: Pa
 def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str | None = None,
           limits: Limits = Limits(), root: Path = ROOT, progress: bool = True, submitted_at: Path | None = None,
           timezone: str = "UTC", max_submission_mb: float = MAX_STUDENT_MB, layout: str = "auto",
-          mapping: Path | None = None, notes: list[str] = ()) -> list[dict]:
+          mapping: Path | None = None, notes: list[str] = (), scheduler: str | None = None) -> list[dict]:
     """Grade every submission under ``submissions`` (folder or .zip); see the module docstring.
 
     Args:
@@ -134,6 +135,8 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
             (`autograde.collection.collect`).
         mapping: the instructor's ``lms_name, student_id`` file (`autograde.lms.read_mapping`).
         notes: lines for stderr once the submissions are found, before anything is graded (`before_grading`).
+        scheduler: a Dask scheduler's address (``tcp://HOST:8786``): its workers grade, ``jobs`` is unused
+            (`autograde.cluster`).
     Returns:
         this run's rows, as merged into ``out/grades.csv``, sorted by student and assignment.
     Raises:
@@ -189,8 +192,10 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
         # the assignments graded
         pool_config = {"root": str(root), "staging": str(staging), "out": str(out.resolve()), "db_url": db_url,
                        "limits": asdict(limits), "seed": secrets.randbelow(2**31), "assignments": sorted(assets)}
+        if scheduler:
+            from .cluster import ClusterSlots  # Dask is loaded for a cluster only
         try:
-            with SlotPool(jobs, pool_config) as pool:
+            with ClusterSlots(scheduler, pool_config) if scheduler else SlotPool(jobs, pool_config) as pool:
                 rows = pool.grade(tasks, 2 * limits.notebook_timeout + 120, unscored, progress)
         except SlotError as error:
             raise GradingError(str(error)) from None

@@ -23,14 +23,14 @@ from tqdm import tqdm
 
 from .sandbox import remove_leftovers
 
-__all__ = ["SlotPool", "SlotError"]
+__all__ = ["SlotPool", "Slot", "SlotError"]
 
 
 class SlotError(RuntimeError):
     """A slot could not start (its sandbox, usually), or died."""
 
 
-class _Slot:
+class Slot:
     """One slot process: a JSON line out, a JSON line back, each with a deadline."""
 
     def __init__(self, config: dict):
@@ -98,7 +98,7 @@ class SlotPool:
     """``jobs`` slots (see the module docstring). Use as a context manager."""
 
     def __init__(self, jobs: int, config: dict, start_timeout: float = 600.0):
-        self.slots = [_Slot({**config, "name": f"slot{i}"}) for i in range(max(1, jobs))]
+        self.slots = [Slot({**config, "name": f"slot{i}"}) for i in range(max(1, jobs))]
         self.start_timeout = start_timeout
 
     def __enter__(self) -> SlotPool:
@@ -128,7 +128,7 @@ class SlotPool:
         rows: list[dict | None] = [None] * len(tasks)
         finished: queue.Queue[int] = queue.Queue()
 
-        def work(slot: _Slot) -> None:
+        def work(slot: Slot) -> None:
             for index in _drain(todo):
                 try:
                     rows[index] = slot.grade(tasks[index], timeout)
