@@ -623,9 +623,10 @@ FIT = Exercise(
     # Peak rates of 0.03 at most: higher, the losses of two correct loops part by more than float noise.
     inputs=_fit_inputs(warmup=10, factor=0.5),
     arg_names=("model", "src", "src_mask", "tgt"),
-    shapes=[dict(K=5, B=4), dict(K=20, B=8)],
+    # 14 steps: a failing check trains about a dozen times (each mistake, the smaller input), in seconds
+    shapes=[dict(K=5, B=4), dict(K=14, B=8)],
     # ε ≠ 0.1, train_step's default: a loop that does not pass its `smoothing` on fails the visible check
-    visible=[Case("20 steps on the date task (warmup 10, factor 0.5, ε = 0.05)",
+    visible=[Case("14 steps on the date task (warmup 10, factor 0.5, ε = 0.05)",
                   inputs=_fit_inputs(warmup=10, factor=0.5, smoothing=0.05))],
     hidden=[Case("16 steps, warmup 6, factor 0.3, ε = 0.05", dims=dict(K=16, B=8),
                  inputs=_fit_inputs(warmup=6, factor=0.3, smoothing=0.05))],
