@@ -1,32 +1,7 @@
-"""``python -m autograde report [OUT] [--out PAGE] [--lang en|zh_CN]``: what the class got wrong, on one page.
+"""``python -m autograde report``: what the class got wrong, on one self-contained HTML page.
 
-Reads what ``python -m autograde grade`` wrote in OUT (`autograde.grade`):
-
-    OUT/grades.csv     one row per notebook: its score, its maximum and its flags
-    OUT/checks.csv     one row per check made: its exercise, visible or hidden, passed, the catalogued mistake its
-                       failure named (empty: none), the forbidden operators that ran
-    OUT/autograded/    the notebooks as they ran (a failure's message tells a function left as the stub from a
-                       wrong one; which cells two students wrote alike), and the submission times
-    OUT/feedback/      the students' pages, which the report links to
-
-and the mistake catalogues (`autograde.exercises`: each mistake's hint and fix, as the catalogue has them now), and
-writes one self-contained HTML page (OUT/report.html by default): its plots are inline SVG (matplotlib), its style
-inline CSS, with no script and nothing fetched, so it can be mailed or opened from disk. Its sections:
-
-* the scores of each assignment (a strip plot and a table) and of each exercise (the pass rates of its visible and
-  hidden checks: a bar chart and a table);
-* the most frequent named mistakes: how many students made each, in which exercise, and the hint they saw;
-* the exercises whose failures mostly had no name: where the catalogue should grow (a student whose function was
-  still the released stub did not try, and is counted apart);
-* the flagged rows to review, with what to do for each flag, and links to the feedback page and the notebook;
-* the rows that were late or whose time is not the instructor's (``late``, ``time-unverified``, ``no-timestamp``,
-  ``bad-timestamp``);
-* the checks whose code ran a PyTorch function the exercise forbids (delegations).
-
-The page's words come from the gettext catalogue ``locales/<language>/LC_MESSAGES/report.po`` (zh_CN: the Chinese
-page). The mistakes' names, hints and fixes are the catalogue's (autograde/exercises/), in the words the checks say
-them in that language (`autograde.messages`: ``locales/<language>/LC_MESSAGES/feedback.po``); one it has no
-translation of is shown in English, and the page says so.
+Reads what ``grade`` wrote in OUT and the mistake catalogues; writes OUT/report.html (inline SVG and CSS, no
+script) in the words of ``locales/<language>/LC_MESSAGES/report.po``. Its sections: autograde/README.md.
 """
 from __future__ import annotations
 
@@ -46,6 +21,7 @@ from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 
+from .collection import shown as _shown
 from .course import ROOT
 
 __all__ = ["ReportError", "Results", "Row", "Check", "read_results", "class_report", "write_report", "languages",
@@ -195,8 +171,7 @@ class _Entry:
 
 @cache
 def _catalogue(exercise_key: str) -> tuple[dict[str, _Entry], tuple[str, ...]] | None:
-    """The mistakes of an exercise (name → hint, fix) and the keys of the exercises it uses; None if the catalogue
-    has no such exercise now."""
+    """An exercise's mistakes (name → hint, fix) and the keys of the exercises it uses; None if it is gone."""
     from .spec import get_exercise
 
     chapter = exercise_key.rpartition(".")[0]
@@ -249,8 +224,7 @@ class _Notebooks:
                 if meta.get("solution")}
 
     def alike(self, assignment: str, one: str, other: str) -> list[str]:
-        """The solution cells two students wrote alike, as `autograde.similarity` measures it (the released stub,
-        which the grader subtracts, is not at hand here: a cell left as the stub is skipped)."""
+        """The solution cells two students wrote alike (`autograde.similarity`); cells left as the stub are skipped."""
         from .similarity import MIN_FINGERPRINTS, OVERLAP, fingerprints
 
         mine, theirs = self.solutions(one, assignment), self.solutions(other, assignment)
@@ -273,7 +247,7 @@ class _Notebooks:
 
 @cache
 def _stub_messages() -> tuple[str, ...]:
-    """What a stub's failure says after the function's name, in English and in each language the checks speak."""
+    """What a stub's failure says after the function's name, in English and each language the checks speak."""
     from .messages import languages, translations
 
     said = [STUB_MESSAGE]
@@ -383,6 +357,13 @@ def _svg(figure, name: str, title: str) -> str:
     return svg
 
 
+def _x_axis(axes, label: str) -> None:
+    axes.set_xlabel(label)
+    axes.grid(axis="x", linewidth=0.6)
+    axes.tick_params(axis="y", length=0)
+    axes.set_axisbelow(True)
+
+
 def _scores_plot(rows: list[Row], assignments: list[str], _) -> str:
     import matplotlib
 
@@ -407,10 +388,7 @@ def _scores_plot(rows: list[Row], assignments: list[str], _) -> str:
         axes.set_yticks(range(len(assignments)), list(reversed(assignments)))
         axes.set_xlim(-4, 104)
         axes.set_ylim(-0.6, len(assignments) - 0.4)
-        axes.set_xlabel(_("score (% of the points)"))
-        axes.grid(axis="x", linewidth=0.6)
-        axes.tick_params(axis="y", length=0)
-        axes.set_axisbelow(True)
+        _x_axis(axes, _("score (% of the points)"))
     return _svg(figure, "scores", _("Scores of each assignment"))
 
 
@@ -430,10 +408,7 @@ def _exercise_plot(exercises: list[_Exercise], index: int, _) -> str:
         axes.set_yticks(ys, [e.short for e in exercises])
         axes.set_xlim(0, 112)
         axes.set_xticks(range(0, 101, 25))
-        axes.set_xlabel(_("checks passed (%)"))
-        axes.grid(axis="x", linewidth=0.6)
-        axes.tick_params(axis="y", length=0)
-        axes.set_axisbelow(True)
+        _x_axis(axes, _("checks passed (%)"))
     return _svg(figure, f"exercises-{index}", _("Checks passed in {assignment}").format(
         assignment=exercises[0].assignment))
 
@@ -473,12 +448,6 @@ def _late(row: Row) -> bool:
     return "late" in row.flags or "lms-late" in row.flags
 
 
-def _shown(name: str) -> str:
-    """A name as it may reach the page: a character that is not printable (an escape sequence, a right-to-left
-    override) written as its code, as the grader writes it on the terminal (`autograde.collection.shown`)."""
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in name)
-
-
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
@@ -489,53 +458,19 @@ def _key(exercise: str) -> str:
     return f"<code>{_e(chapter)}{dot}<wbr>{_e(name)}</code>"
 
 
+@cache
+def _style() -> str:
+    return (Path(__file__).parent / "templates" / "report" / "report.css").read_text(encoding="utf-8")
+
+
 def _anchor(grade_id: str) -> str:
     """A test cell's anchor in the feedback page (`autograde.feedback`)."""
     return "cell-" + re.sub(r"[^A-Za-z0-9_-]", "-", grade_id)
 
 
-_STYLE = """
-:root{color-scheme:light dark;--fg:#1f2328;--muted:#59636e;--bg:#fff;--card:#f6f8fa;--line:#d0d7de;--grid:#d8dee4;
---bad:#b42318;--ok:#1a7f37;--link:#0969da;--plot-a:#1f6feb;--plot-b:#d4761c;--chip:#eaeef2}
-@media (prefers-color-scheme:dark){:root{--fg:#e6edf3;--muted:#9198a1;--bg:#0d1117;--card:#161b22;--line:#30363d;
---grid:#30363d;--bad:#ff7b72;--ok:#3fb950;--link:#4493f8;--plot-a:#58a6ff;--plot-b:#f0a04b;--chip:#21262d}}
-*{box-sizing:border-box}
-body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans","Noto Sans CJK SC","PingFang SC","Microsoft YaHei",
-sans-serif;line-height:1.5;max-width:1320px;margin:0 auto;padding:1em 1em 3em;color:var(--fg);background:var(--bg)}
-a{color:var(--link)}h1{margin:.3em 0 .1em;font-size:1.7em}h2{margin-top:2em;padding-top:.3em;
-border-top:1px solid var(--line);font-size:1.35em}h3{margin:1.4em 0 .4em;font-size:1.1em}
-.muted,.note{color:var(--muted)}.note{font-size:.92em;max-width:60em}
-code,.id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.92em;overflow-wrap:anywhere}
-nav ul{display:flex;flex-wrap:wrap;gap:.3em 1.2em;list-style:none;padding:0;margin:.6em 0}
-.cards{display:flex;flex-wrap:wrap;gap:.6em;margin:1em 0}
-.card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.3em .8em;flex:1 1 9em;
-max-width:16em}.card b{display:block;font-size:1.4em}
-.pair{display:flex;flex-wrap:wrap;gap:1em 2em;align-items:flex-start}
-.pair>figure{flex:0 1 26rem;min-width:0}.pair>.scroll{flex:0 1 auto}
-figure{margin:0}svg.plot{display:block;width:100%;height:auto;color:var(--fg)}
-svg.plot *{stroke-linejoin:round;stroke-linecap:butt}
-.legend{display:flex;flex-wrap:wrap;gap:.2em 1.2em;font-size:.9em;margin:.2em 0}
-.swatch{display:inline-block;width:.9em;height:.9em;border-radius:2px;vertical-align:-.1em;margin-right:.3em}
-.scroll{overflow-x:auto;max-width:100%}
-table{border-collapse:collapse;font-size:.92em;margin:.3em 0}
-th,td{border-bottom:1px solid var(--line);padding:.3em .45em;text-align:left;vertical-align:top}
-th{background:var(--card);font-weight:600}td.num,th.num{text-align:right;white-space:nowrap}
-.flag{display:inline-block;background:var(--chip);border:1px solid var(--line);border-radius:1em;padding:0 .55em;
-margin:.1em .2em .1em 0;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.85em;
-white-space:nowrap}
-.hint{margin:.2em 0 0;max-width:44em}.ok{color:var(--ok)}.bad{color:var(--bad)}
-details{margin:.3em 0}summary{cursor:pointer}
-td.mistake{min-width:16em}td.advice{min-width:14em}td code,td .id{overflow-wrap:normal}th{white-space:nowrap}
-@media (max-width:575px){table.stack,table.stack tbody,table.stack tr,table.stack td{display:block}
-table.stack thead{display:none}table.stack tr{border-bottom:1px solid var(--line);padding:.5em 0}
-table.stack td{border:0;padding:.1em 0;text-align:left;min-width:0}
-table.stack td[data-label]::before{content:attr(data-label) ": ";color:var(--muted)}}
-"""
-
-
 class _Page:
-    """The report's HTML, in one language. Every word an instructor reads goes through ``self._`` (gettext), outside
-    the f-strings, where babel's extractor finds it (tests/test_class_report.py checks the catalogues)."""
+    """The report's HTML in one language. Every word goes through ``self._`` outside f-strings, where babel's
+    extractor finds it (tests/test_class_report.py checks the catalogues)."""
 
     def __init__(self, results: Results, page: Path, language: str):
         self.results, self.page, self.language = results, page, language
@@ -617,9 +552,7 @@ class _Page:
 
     @staticmethod
     def table(head: list[tuple[str, str]], rows: list[list[str]], stack: bool = True) -> str:
-        """``head``: (label, class) of each column; ``rows``: each row's cells (HTML). Where the page is as narrow as
-        a phone, each row is a block, its cells one under the other after their column's label (``stack``); or the
-        table scrolls sideways (a grid of numbers), never the page."""
+        """``head``: (label, class) per column; ``rows``: HTML cells. On a phone rows stack, or the table scrolls."""
         heads = "".join(f'<th scope="col" class="{cls}">{label}</th>' for label, cls in head)
         cells = [f' class="{cls}"' + ("" if cls == "mistake" else f' data-label="{_e(html.unescape(label))}"')
                  for label, cls in head]  # a mistake's name says what it is
@@ -628,8 +561,8 @@ class _Page:
         return (f'<div class="scroll" tabindex="0"><table{kind}><thead><tr>{heads}</tr></thead>'
                 f'<tbody>{body}</tbody></table></div>')
 
-    @staticmethod
-    def section(anchor: str, title: str, note: str, *parts: str) -> str:
+    def section(self, anchor: str, note: str, *parts: str) -> str:
+        title = dict(self.titles())[anchor]
         return (f'<section id="{anchor}"><h2>{title}</h2><p class="note">{note}</p>' + "".join(parts)
                 + "</section>")
 
@@ -671,7 +604,7 @@ class _Page:
                 (_("median"), "num"), (_("range"), "num"), (_("full marks"), "num"), (_("no points"), "num")]
         plot = _scores_plot(self.rows, self.assignments, self.plain)
         note = _("Each dot is a notebook, a bar the median; a score is after the late penalty, if any.")
-        return self.section("scores", _("Scores"), note,
+        return self.section("scores", note,
                             f'<div class="pair"><figure>{plot}</figure>{self.table(head, body, stack=False)}</div>')
 
     def exercise_section(self) -> str:
@@ -696,7 +629,7 @@ class _Page:
                      str(len(e.named_students)), str(len(e.unnamed)), str(len(e.stubs))] for e in exercises]
             parts.append(f"<div class='pair'><figure>{_exercise_plot(exercises, index, self.plain)}</figure>"
                          f"{self.table(head, body, stack=False)}</div>")
-        return self.section("exercises", _("Exercises"), note, *parts)
+        return self.section("exercises", note, *parts)
 
     def mistakes(self) -> str:
         _ = self._
@@ -708,8 +641,7 @@ class _Page:
         found = sorted(((len(students), ex, name, students) for ex in self.exercises
                         for name, students in ex.named.items()), key=lambda t: (-t[0], t[1].key, t[2]))
         if not found:
-            return self.section("mistakes", _("Most frequent mistakes"), note,
-                                "<p>" + _("No failure named a catalogued mistake.") + "</p>")
+            return self.section("mistakes", note, "<p>" + _("No failure named a catalogued mistake.") + "</p>")
         gone = _("This mistake is no longer in the catalogue.")
         fix_label = _("the fix (shown when the mistake comes back)")
         body = []
@@ -725,7 +657,7 @@ class _Page:
                          self.students_list(students, ex)])
         head = [(_("students"), "num"), (_("mistake and the hint students saw"), "mistake"), (_("exercise"), ""),
                 (_("who"), "")]
-        return self.section("mistakes", _("Most frequent mistakes"), note, self.table(head, body))
+        return self.section("mistakes", note, self.table(head, body))
 
     def unnamed(self) -> str:
         _ = self._
@@ -736,7 +668,7 @@ class _Page:
         grow = sorted((e for e in self.exercises if e.unnamed and e.mostly_unnamed),
                       key=lambda e: (-len(e.unnamed), e.key))
         if not grow:
-            return self.section("unnamed", _("Where the catalogue should grow"), note,
+            return self.section("unnamed", note,
                                 "<p>" + _("None: most failures of every exercise named a mistake.") + "</p>")
         body = []
         for e in grow:
@@ -748,7 +680,7 @@ class _Page:
         head = [(_("exercise"), ""), (_("no name"), "num"), (_("failed"), "num"), (_("named"), "num"),
                 (_("also failed an exercise it calls"), ""), (_("not written"), "num"),
                 (_("students with no name"), "")]
-        return self.section("unnamed", _("Where the catalogue should grow"), note, self.table(head, body))
+        return self.section("unnamed", note, self.table(head, body))
 
     def flag_advice(self) -> dict[str, str]:
         _ = self._
@@ -801,17 +733,15 @@ class _Page:
         return self.table([(_("flag"), ""), (_("rows"), "num"), (_("what to do"), "advice")], body)
 
     def similar(self, row: Row, named: str) -> tuple[str, str | None]:
-        """What ``similar-to:<named>`` names: (another student, the cell) or (``tfm_ref.<module>.<name>``, None). The
-        grader writes ``<student>@<cell>``, or (before it named cells) ``<student>``; a student id may hold ``@``, so
-        the part before the last ``@`` is a student only if the assignment has one of that name."""
+        """What ``similar-to:<named>`` names: (another student, the cell) or (``tfm_ref.<name>``, None). A student id
+        may hold ``@``: the part before the last ``@`` is a student only if the assignment has one of that name."""
         if named.startswith("tfm_ref.") or named in self.by_assignment[row.assignment]:
             return named, None
         student, at, cell = named.rpartition("@")
         return (student, cell) if at and student in self.by_assignment[row.assignment] else (named, None)
 
     def flag_chips(self, row: Row, kinds: set[str]) -> str:
-        """The row's flags of ``kinds``; a ``similar-to:`` another student names them (a link to their notebook) and
-        the cells the two wrote alike: those the flags name, else those `_Notebooks.alike` finds."""
+        """The row's flags of ``kinds``; a ``similar-to:`` another student names them, linked, with the cells alike."""
         advice, cells_word, chips = self.flag_advice(), self._("cells"), []
         similar: dict[str, list[str]] = {}  # the other student → the cells
         for f in row.flags:
@@ -843,13 +773,12 @@ class _Page:
                  "(formgrader shows it too).")
         rows = [r for r in self.rows if {f.partition(":")[0] for f in r.flags} - set(TIME_FLAGS)]
         if not rows:
-            return self.section("flagged", _("Flagged rows to review"), note, "<p>" + _("No row is flagged.") + "</p>")
+            return self.section("flagged", note, "<p>" + _("No row is flagged.") + "</p>")
         kinds = {f.partition(":")[0] for r in rows for f in r.flags} - set(TIME_FLAGS)
         body = [[self.who(r.student), f"<code>{_e(r.assignment)}</code>", f"{r.score:g} / {r.max_score:g}",
                  self.flag_chips(r, kinds), self.links(r.student, r.assignment)] for r in rows]
         head = [(_("student"), ""), (_("assignment"), ""), (_("score"), "num"), (_("flags"), ""), (_("open"), "")]
-        return self.section("flagged", _("Flagged rows to review"), note, self.legend(rows, kinds),
-                            self.table(head, body))
+        return self.section("flagged", note, self.legend(rows, kinds), self.table(head, body))
 
     def late(self) -> str:
         _ = self._
@@ -857,8 +786,7 @@ class _Page:
                  "the times, not the students' own.")
         rows = [r for r in self.rows if set(r.flags) & set(TIME_FLAGS)]
         if not rows:
-            return self.section("late", _("Late rows and unverified times"), note,
-                                "<p>" + _("Every row was on time, by the instructor's record.") + "</p>")
+            return self.section("late", note, "<p>" + _("Every row was on time, by the instructor's record.") + "</p>")
 
         def body(rows: list[Row]) -> list[list[str]]:
             return [[self.who(r.student), f"<code>{_e(r.assignment)}</code>",
@@ -878,7 +806,7 @@ class _Page:
                                   len(rest)).format(n=len(rest))
             parts.append(f"<details{' open' if len(rest) <= OPEN_TIME_ROWS else ''}><summary>{label}</summary>"
                          f"{self.table(head, body(rest))}</details>")
-        return self.section("late", _("Late rows and unverified times"), note, *parts)
+        return self.section("late", note, *parts)
 
     def delegations(self) -> str:
         _ = self._
@@ -889,8 +817,7 @@ class _Page:
             if c.delegated:
                 merged.setdefault((c.student, c.assignment, c.exercise), []).append(c)
         if not merged:
-            return self.section("delegations", _("Delegations"), note,
-                                "<p>" + _("No check ran a forbidden function.") + "</p>")
+            return self.section("delegations", note, "<p>" + _("No check ran a forbidden function.") + "</p>")
         hidden, visible = _("hidden"), _("visible")
         body = []
         for (student, assignment, exercise), checks in sorted(merged.items()):
@@ -900,7 +827,7 @@ class _Page:
             body.append([self.who(student), _key(exercise), verdicts, ", ".join(f"<code>{_e(op)}</code>" for op in ran),
                          self.links(student, assignment, checks[0].cell)])
         head = [(_("student"), ""), (_("exercise"), ""), (_("checks"), ""), (_("what ran"), ""), (_("open"), "")]
-        return self.section("delegations", _("Delegations"), note, self.table(head, body))
+        return self.section("delegations", note, self.table(head, body))
 
     def render(self) -> str:
         _ = self._
@@ -918,7 +845,7 @@ class _Page:
             f'<!DOCTYPE html><html lang="{_e(lang)}"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             '<meta name="color-scheme" content="light dark">',
-            f"<title>{title}: {_e(', '.join(self.assignments))}</title><style>{_STYLE}</style></head><body>",
+            f"<title>{title}: {_e(', '.join(self.assignments))}</title><style>{_style()}</style></head><body>",
             f"<header><h1>{title}</h1><p class='muted'>{source}</p>",
             f'<p class="note">{english}</p>' if self.untranslated else "",
             "<nav><ul>" + "".join(f'<li><a href="#{k}">{label}</a></li>' for k, label in self.titles()) + "</ul></nav>",
@@ -926,8 +853,7 @@ class _Page:
 
 
 def class_report(out: Path, page: Path | None = None, language: str = "en") -> str:
-    """The report's HTML for the grading run in ``out``, to be written at ``page`` (its links are relative to it;
-    default OUT/report.html), in ``language`` ("en" or one of `languages`)."""
+    """The report's HTML for the run in ``out``, its links relative to ``page`` (default OUT/report.html)."""
     results = read_results(out)
     return _Page(results, (page or out / PAGE_NAME).absolute(), language).render()
 
