@@ -1,11 +1,8 @@
 """nbgrader's autograde step, for notebooks whose cells the sandbox has already run.
 
-`write_executed` stages the notebook as it ran (each cell's output; a failed check an error output), and
-`Recorder` runs nbgrader's own ``Autograde`` converter on it without ``ClearOutput`` and ``Execute``, so the
-gradebook, formgrader and ``nbgrader export`` see what ``nbgrader autograde`` would leave. It then sets
-formgrader's "Flagged?" and the grader's note (`flag_submissions`) and keeps the submission in the course's
-``submitted/`` (`keep_submission`). nbgrader's own autograde refuses (`SandboxOnly`): it would run the
-students' code outside the sandbox. See autograde/README.md ("Formgrader").
+`write_executed` stages the notebook as it ran; `Recorder` runs nbgrader's ``Autograde`` converter on it
+without ``ClearOutput`` and ``Execute``, then sets formgrader's flags and note (`flag_submissions`) and keeps the
+submission in ``submitted/`` (`keep_submission`). nbgrader's own autograde refuses (`SandboxOnly`).
 """
 from __future__ import annotations
 
@@ -83,8 +80,7 @@ def _outputs(cell: GradedCell, result: dict) -> list:
 
 
 def executed_notebook(cells: list[GradedCell], results: list[dict]) -> nbformat.NotebookNode:
-    """The notebook as the sandbox ran it: ``cells`` with their outputs, nbgrader metadata kept; and the language its
-    checks spoke (`autograde.messages`), which its feedback page speaks too, whoever writes it."""
+    """The notebook as the sandbox ran it, with the language its checks spoke (which its feedback page speaks)."""
     nb = new_notebook()
     if language() != ENGLISH:
         nb.metadata[METADATA] = {"language": language()}
@@ -237,8 +233,7 @@ def _duration(seconds: float) -> str:
 
 def grader_note(flags: Iterable[str], seconds_late: float = 0.0, penalty: float = 0.0, score: float = 0.0,
                 max_score: float = 0.0) -> str:
-    """The note formgrader shows for a submission with ``flags`` (empty: none): one line per flag, what it asks;
-    ``late`` with how late, and the late penalty, which formgrader's scores do not include."""
+    """The note formgrader shows for ``flags``: one line per flag; ``late`` with how late and the penalty."""
     lines = []
     for flag in sorted(set(flags)):
         kind = flag.partition(":")[0]

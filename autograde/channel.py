@@ -1,11 +1,9 @@
-"""Framed messages over a stream socket, with deadlines and a size limit on what is received.
-
-A message is a JSON header and the byte strings it refers to (tensor data, `autograde.wire`)::
+"""Framed messages over a stream socket, with deadlines and a size limit on what is received::
 
     b"AGW1" | u32 header length | u32 blob count | header JSON | (u64 length | bytes) per blob
 
 A late reply, a closed socket, a malformed or oversized frame each raise their own `ChannelError`, so the
-grader can tell a hung cell from a crash or a forgery.
+grader tells a hung cell from a crash or a forgery.
 """
 from __future__ import annotations
 

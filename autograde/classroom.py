@@ -1,9 +1,7 @@
 """Generated courses and classes of submissions, for the benchmark and the end-to-end tests.
 
-A course of its own (`make_course`) is a folder with the repository's assignment sources and
-nbgrader config, where releasing and grading write nothing into the repository. A "solved"
-notebook is the released one with every solution cell replaced by the instructor's solution
-(markers removed); an "untouched" one is the released notebook as handed out.
+`make_course` makes a course root of its own, so that releasing and grading write nothing into the
+repository; a "solved" notebook has the instructor's solutions, an "untouched" one is as handed out.
 """
 from __future__ import annotations
 
@@ -20,9 +18,7 @@ __all__ = ["make_course", "solved_notebook", "untouched_notebook", "write_submis
 
 
 def make_course(folder: Path, assignments: list[str]) -> Path:
-    """A course root at ``folder``: ``solutions/<id>/<id>.md`` of ``assignments``, the course's
-    ``autograde/nbgrader_config.py`` (its course root is where it lies: ``folder``) and the root's
-    ``nbgrader_config.py`` that loads it (where formgrader and nbgrader's commands find it)."""
+    """A course root at ``folder``: the ``assignments``' sources and the course's nbgrader configs."""
     for assignment in assignments:
         (folder / "solutions" / assignment).mkdir(parents=True, exist_ok=True)
         shutil.copy2(SOLUTIONS / assignment / f"{assignment}.md", folder / "solutions" / assignment)

@@ -1,10 +1,6 @@
-"""Finding the submissions to grade and when each was handed in.
-
-nbgrader's ``<student_id>/<assignment>/<assignment>.ipynb``, in a folder or a .zip of one, or an LMS's
-download (`collect`, `autograde.lms`). Nothing a student hands in is trusted to stay in its folder or its
-budget: what is refused costs that student's row only, with a flag. ``timestamp.txt`` is the student's
-claim; the instructor's record wins (`settle_times`). The rules are in autograde/README.md ("Collection",
-"Student ids", "Submission times a student cannot write").
+"""Finding the submissions to grade (nbgrader's layout, in a folder or a .zip, or an LMS's download) and when
+each was handed in. What a student hands in costs only that student's row when refused, and their own
+``timestamp.txt`` is their claim; the rules: autograde/README.md ("Collection", "Student ids", "Submission times").
 """
 from __future__ import annotations
 
@@ -46,8 +42,7 @@ TOO_LARGE = "submission-too-large"
 
 
 def _not_a_student(name: str) -> bool:
-    """A folder that is no student's: a hidden one, or the resource forks macOS adds to a zip (that name
-    exactly: ``__MACOSX_carol`` is a student's)."""
+    """A hidden folder, or exactly ``__MACOSX`` (macOS's resource forks in a zip): no student's."""
     return name.startswith(".") or name == MACOS_FORKS
 
 
@@ -58,10 +53,8 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def find_submissions(root: Path, assignments: list[str], max_bytes: int, flags: dict[str, list[str]] | None = None,
                      max_student_bytes: int | None = None) -> list[Submission]:
-    """Every ``<student>/<assignment>/`` folder under ``root`` for a known assignment.
-
-    ``flags`` (student id → flags) adds what extracting a zip found. A student whose notebooks together exceed
-    ``max_student_bytes`` (at least ``max_bytes``) has none read: each row gets ``submission-too-large``."""
+    """Every ``<student>/<assignment>/`` folder under ``root`` for a known assignment, with ``flags`` (by student)
+    from extraction; a student over ``max_student_bytes`` has none read (``submission-too-large``)."""
     base = Path(os.path.realpath(root))
     flags = flags or {}
     budget = None if max_student_bytes is None else max(max_student_bytes, max_bytes)
@@ -133,8 +126,7 @@ SMALL_TEXT_BYTES = 256
 
 
 def _small_text(path: Path, folder: Path) -> str | None:
-    """The stripped text of a regular file inside ``folder`` of at most ``SMALL_TEXT_BYTES``; "" when it is
-    something else, None when there is none."""
+    """The stripped text of a small regular file in ``folder``; "" if it is something else, None if absent."""
     if not path.exists() and not path.is_symlink():
         return None
     if not _inside(path, folder) or not path.is_file():
@@ -161,13 +153,10 @@ def extract_zip(archive: Path, into: Path, assignments: list[str], max_bytes: in
                 max_student_bytes: int = int(MAX_STUDENT_MB * 2**20)) -> tuple[Path, dict[str, list[str]]]:
     """Unzip what is safe: the folder holding the student folders, and flags by student.
 
-    Only the files grading reads are unpacked. An unsafe member (absolute or ``..`` path, through or over a
-    link or an earlier member, unreadable, a link leaving its student's folder, too large) is skipped and flags
-    its student. Each student has a budget (``max_student_bytes``, each entry costing `ENTRY_BYTES` besides its
-    bytes, counted while unpacking): one over it keeps only empty assignment folders, flagged ``submission-too-large``.
-
-    Raises:
-        CollectionError: the archive cannot be read."""
+    Only what grading reads is unpacked; an unsafe member (absolute or ``..`` path, through or over a link or
+    an earlier member, unreadable, a link out of its student's folder, too large) is skipped, flagged. A student
+    over ``max_student_bytes`` (each entry `ENTRY_BYTES` plus its bytes, counted while unpacking) keeps only empty
+    assignment folders, flagged ``submission-too-large``. Raises CollectionError if the archive cannot be read."""
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError, ValueError) as error:  # ValueError: a name that is not UTF-8
@@ -435,8 +424,7 @@ def with_times(record: SubmissionTimes | None, times: dict[tuple[str, str], str]
 
 @dataclass(frozen=True)
 class Collected:
-    """What `collect` found: the submissions, the download's own times ((student, assignment) → UTC timestamp),
-    notes for the instructor, and the layout read."""
+    """What `collect` found: submissions, the download's own UTC times, notes for the instructor, the layout."""
     submissions: list[Submission]
     times: dict[tuple[str, str], str]
     notes: list[str]
@@ -449,12 +437,9 @@ LMS_LATE = "lms-late"  # Canvas named the file LATE: a marker, not a time
 def collect(source: Path, into: Path, assignments: list[str], max_bytes: int,
             max_student_bytes: int = int(MAX_STUDENT_MB * 2**20), layout: str = "auto",
             mapping: dict[str, str] | None = None, zone: str = "UTC") -> Collected:
-    """The submissions in ``source`` (a folder or a .zip) in nbgrader's layout or an LMS's (``layout``, or
-    ``auto``: as the names show), unpacked into ``into``; ``mapping`` names LMS names' student ids.
-
-    Raises:
-        CollectionError: nothing to grade, mixed layouts, a notebook no layout names, or two submissions of one
-            student and assignment after mapping; the one-line message says what was expected and found."""
+    """The submissions in ``source`` (a folder or a .zip), nbgrader's layout or an LMS's (``layout``; ``auto``: as
+    the names show), unpacked into ``into``; ``mapping`` names LMS names' ids. Raises CollectionError, in one line
+    saying what was expected and found: nothing to grade, mixed layouts, an unnamed notebook, a mapping clash."""
     from . import lms
 
     _check_zone(zone)

@@ -54,20 +54,14 @@ def _deployment_config() -> Config:
 
 
 def default_root() -> Path:
-    """The course root that nbgrader's configuration on Jupyter's config path names (an instructor's, on
-    the course's JupyterHub), else this repository."""
+    """The course root that nbgrader's config on Jupyter's path names (an instructor's on JupyterHub), else this one."""
     return Path(_deployment_config().CourseDirectory.get("root", ROOT)).resolve()
 
 
 def nbgrader_config(db_url: str | None = None, root: Path = ROOT) -> Config:
-    """The configuration nbgrader's own commands read when run in ``root/autograde``: every
-    nbgrader_config.py on Jupyter's config path (a deployment's course id and exchange, a gradebook
-    URL), then the course's ``root/autograde/nbgrader_config.py``. The course root is ``root``; the
-    gradebook is ``db_url``, else the configured one, else nbgrader's default ``root/gradebook.db``.
-
-    Raises:
-        ValueError: ``root`` has no ``autograde/nbgrader_config.py``.
-    """
+    """What nbgrader's commands read in ``root/autograde``: every nbgrader_config.py on Jupyter's config path, then
+    the course's; the gradebook is ``db_url``, else the configured one, else ``root/gradebook.db``. Raises
+    ValueError if ``root`` has no ``autograde/nbgrader_config.py``."""
     from nbgrader.coursedir import CourseDirectory
 
     course_config = root / "autograde" / CONFIG_NAME
@@ -81,8 +75,7 @@ def nbgrader_config(db_url: str | None = None, root: Path = ROOT) -> Config:
 
 
 def tools_on_path() -> None:
-    """nbgrader's gradebook runs the ``alembic`` command: make this interpreter's scripts findable
-    when it was started by path (``.venv/bin/python -m autograde``) without activating the venv."""
+    """Put this interpreter's scripts on PATH: nbgrader's gradebook runs ``alembic``, even from an unactivated venv."""
     scripts = str(Path(sys.executable).parent)
     if scripts not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")

@@ -1,24 +1,8 @@
-"""The feedback a student receives: ``feedback/<student>/<assignment>/<assignment>.html``, one page.
+"""The feedback a student receives: ``feedback/<student>/<assignment>/<assignment>.html``, one standalone page.
 
-`FeedbackExporter` is the page: an nbconvert exporter with the course's template
-(``autograde/templates/feedback/``). ``python -m autograde grade`` writes each graded notebook's page with
-it (`write_feedback`), and the course's nbgrader config makes it ``GenerateFeedback``'s exporter, so that
-``nbgrader generate_feedback --force`` after grading by hand in formgrader writes the same page, now with the
-instructor's scores and comments. Either way nbgrader's ``GetGrades`` reads the scores, the comments and the
-late penalty from the gradebook, and the page is made from the autograded notebook:
-
-* a summary: the score after the late penalty, then each test cell's ✓/✗ and points, linked to the cell;
-* each cell: the student's code and what it printed, each test cell with its points and the check's message
-  (the likely mistake and the smallest failing input), the fix folded behind "How to fix it", so that the
-  hint comes first; an instructor's comment under the solution it is about;
-* never a hidden test (nbgrader's ``ClearHiddenTests``, run by the exporter itself), nor the "try it" widget
-  cells, which are not run when grading, nor the text that introduces them; nor the grader's note to the
-  instructor that formgrader shows in a comment box (`GRADER_NOTE`, `autograde.autograded`).
-
-It stands alone: math is MathML (converted here, drawn by the browser, nothing fetched), the style is inline,
-long messages wrap, and it follows the reader's light or dark mode. ``write_feedback`` also copies what
-``nbgrader release_feedback`` needs beside the page (``timestamp.txt``, ``submission_secret.txt``), as
-``generate_feedback`` does.
+`FeedbackExporter` (``templates/feedback/``) is what ``grade`` writes (`write_feedback`) and the course config's
+``GenerateFeedback`` exporter, so ``nbgrader generate_feedback`` writes the same page with the instructor's
+scores and comments. Never shown: hidden tests, the "try it" cells, the grader's note (`GRADER_NOTE`).
 """
 from __future__ import annotations
 
@@ -110,22 +94,19 @@ def number(value: object) -> str:
 
 def graded_cells(cells: list) -> list:
     """The cells that carry points: test cells, and cells graded by hand."""
-    return [c for c in cells if (c.get("metadata", {}).get("nbgrader") or {}).get("grade")
-            or (c.get("metadata", {}).get("nbgrader") or {}).get("task")]
+    return [c for c in cells if (meta := c.get("metadata", {}).get("nbgrader") or {}).get("grade") or meta.get("task")]
 
 
 def _without_try_it(cells: list) -> list:
-    """The cells but the "try it" ones (tagged ``widget``, never run when grading) and the markdown that
-    introduces each."""
+    """The cells but the "try it" ones (tagged ``widget``) and the markdown that introduces each."""
     return [cell for index, cell in enumerate(cells)
             if not is_widget(cell)
             and not (cell.cell_type == "markdown" and index + 1 < len(cells) and is_widget(cells[index + 1]))]
 
 
 class FeedbackExporter(TemplateExporter):
-    """The course's feedback page (see the module docstring). As nbgrader's ``GenerateFeedback`` exporter it
-    gets the scores and comments from ``GetGrades``; it leaves out hidden tests and the "try it" cells itself,
-    whatever preprocessors a configuration lists."""
+    """The course's feedback page. As ``GenerateFeedback``'s exporter it gets scores and comments from
+    ``GetGrades``; it drops hidden tests and "try it" cells itself, whatever preprocessors are configured."""
 
     export_from_notebook = None  # not one of nbconvert's --to formats
     output_mimetype = "text/html"
@@ -176,16 +157,13 @@ def feedback_path(out: Path, student_id: str, assignment: str) -> Path:
 
 
 def feedback_html(notebook: nbformat.NotebookNode, resources: dict | None = None) -> str:
-    """The page of ``notebook`` as it is: its cells' nbgrader metadata already holds ``score`` and ``points``
-    (and ``comment``), ``resources["nbgrader"]`` the notebook's ``score``, ``max_score``, ``late_penalty``,
-    ``student`` and ``assignment``, as nbgrader's ``GetGrades`` leaves them."""
+    """The page of ``notebook`` whose metadata and ``resources["nbgrader"]`` already hold what ``GetGrades`` leaves."""
     return FeedbackExporter().from_notebook_node(notebook, resources)[0]
 
 
 def _grades_reader():
-    """nbgrader's ``GetGrades``, reading through the process's one gradebook connection
-    (`autograde.autograded.shared_gradebook`) instead of opening one per notebook: the same reads, the same
-    page as ``generate_feedback``'s, in a tenth of the time."""
+    """nbgrader's ``GetGrades`` on the process's one gradebook connection (`shared_gradebook`): the same page as
+    ``generate_feedback``'s, in a tenth of the time."""
     from nbgrader.preprocessors import GetGrades
 
     from .autograded import shared_gradebook
@@ -213,17 +191,14 @@ def _grades_reader():
 
 @functools.lru_cache(maxsize=None)
 def _exporter_with_grades() -> FeedbackExporter:
-    """One exporter for the process (its template is compiled once), reading grades as ``generate_feedback``
-    does (the course config's ``GenerateFeedback.preprocessors``: ``GetGrades``)."""
+    """One exporter per process (its template compiled once), reading grades as ``generate_feedback`` does."""
     exporter = FeedbackExporter()
     exporter.register_preprocessor(_grades_reader(), enabled=True)
     return exporter
 
 
 def write_feedback(out: Path, student_id: str, assignment: str, db_url: str) -> Path:
-    """The page of ``out/autograded/<student>/<assignment>/<assignment>.ipynb``, with the grades that the gradebook
-    ``db_url`` holds, and the files ``release_feedback`` reads, at `feedback_path`: what
-    ``nbgrader generate_feedback`` writes for it."""
+    """Write the page of ``out``'s autograded notebook, and what ``release_feedback`` reads, as nbgrader would."""
     autograded = out / "autograded" / student_id / assignment
     resources = {"unique_key": assignment, "output_files_dir": f"{assignment}_files",
                  "nbgrader": {"student": student_id, "assignment": assignment, "notebook": assignment, "db_url": db_url}}

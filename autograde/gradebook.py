@@ -1,10 +1,7 @@
 """What the grader asks nbgrader's gradebook (SQLite by default, any SQLAlchemy URL: PostgreSQL).
 
-The assignment and its grade cells are recorded by ``generate_assignment`` (`autograde.release`),
-the submissions and their grades by nbgrader's autograde step (`autograde.autograded`); here the
-grader only checks that an assignment is known, reads back what nbgrader decided about each
-submission (its score, and how late it was and what that cost), and forgets a submission time that
-an earlier run recorded when this run has none for it.
+nbgrader's own steps record assignments and grades; the grader only checks that an assignment is known,
+reads back what nbgrader decided (score, lateness, penalty), and forgets times an earlier run recorded.
 """
 from __future__ import annotations
 
@@ -51,23 +48,23 @@ def recorded(db_url: str, pairs: list[tuple[str, str]]) -> dict[tuple[str, str],
     found = {}
     with _open(db_url) as gb:
         for student, assignment in pairs:
-            try:
-                submission = gb.find_submission(assignment, student)
-            except MissingEntry:
-                continue
-            found[(student, assignment)] = Recorded(submission.score, submission.late_submission_penalty,
-                                                    submission.total_seconds_late)
+            if (submission := _submission(gb, student, assignment)) is not None:
+                found[(student, assignment)] = Recorded(submission.score, submission.late_submission_penalty,
+                                                        submission.total_seconds_late)
     return found
 
 
 def forget_times(db_url: str, pairs: list[tuple[str, str]]) -> None:
-    """Clear the recorded time of each (student, assignment) submission the gradebook has. nbgrader's autograde
-    step keeps the time it holds when a submission comes without one: an earlier run's time (the student's own
-    claim, say) would decide the late penalty of a row that says it has none (``no-timestamp``)."""
+    """Clear each submission's recorded time: nbgrader would keep an earlier run's for a ``no-timestamp`` row."""
     with _open(db_url) as gb:
         for student, assignment in pairs:
-            try:
-                gb.find_submission(assignment, student).timestamp = None
-            except MissingEntry:
-                continue
+            if (submission := _submission(gb, student, assignment)) is not None:
+                submission.timestamp = None
         gb.db.commit()
+
+
+def _submission(gb: Gradebook, student: str, assignment: str):
+    try:
+        return gb.find_submission(assignment, student)
+    except MissingEntry:
+        return None

@@ -1,10 +1,8 @@
 """Reading the names an LMS gives the files of a download: who handed in what, and when.
 
-As nbgrader's ``zip_collect`` does, one pattern of named groups per LMS (`PATTERNS`), tried on each file's
-path: Canvas's flat ``<sortable name>_[LATE_]<user id>_<submission id>_<file>`` (LATE carries no time: flag
-``lms-late``), Moodle's ``<Full Name>_<id>_assignsubmission_file_/<file>`` (a folder, or one flat name),
-Blackboard's ``<assignment>_<user>_attempt_<time>_<file>`` (the LMS's time, which the late policy uses).
-How the assignment is told from the name is in autograde/README.md ("An LMS's download").
+As nbgrader's ``zip_collect``, one pattern of named groups per LMS (`PATTERNS`: Canvas, Moodle, Blackboard).
+Canvas's LATE carries no time (flag ``lms-late``); Blackboard's attempt time is the LMS's, used by the late
+policy. The layouts and how the assignment is told: autograde/README.md ("An LMS's download").
 """
 from __future__ import annotations
 
@@ -99,9 +97,8 @@ def assignment_of(file: str, hint: str, known: list[str]) -> str | None:
 
 
 def default_id(name: str, number: str = "") -> str:
-    """A student id from the LMS's name for them when no mapping gives one: a space becomes ``_``, and what
-    nbgrader could not export (`autograde.collection.exportable_id`) is left out ("Seán O'Brien" is
-    ``Seán_OBrien``); the LMS's number when nothing is left."""
+    """A student id from the LMS's name when no mapping gives one: spaces become ``_``, what is not exportable
+    goes ("Seán O'Brien" → ``Seán_OBrien``); the LMS's number when nothing is left."""
     from .collection import FORMULA_START, ID_PUNCTUATION, exportable_id
 
     def allowed(char: str) -> bool:

@@ -1,10 +1,8 @@
 """The exercise notebooks in other languages: their prose as gettext messages, and the notebook translated.
 
 A message is one markdown block's source on one line (paragraph, list item, heading, table cell, a
-``<summary>`` label), markup and math kept; code, math blocks, other HTML, blocks without words, code cells
-and answer cells (nbgrader ``solution``) are not. A translated notebook keeps every cell's id and metadata,
-with the locked cells' checksums computed again for ``nbgrader validate``. Catalogues:
-``locales/<language>/LC_MESSAGES/notebooks/<id>.po`` (README, "The Chinese edition").
+``<summary>``), markup and math kept; code, answer cells and blocks without words are not. A translation keeps
+each cell's id and metadata, the locked cells' checksums computed again (README, "The Chinese edition").
 """
 from __future__ import annotations
 

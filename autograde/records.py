@@ -1,9 +1,6 @@
-"""The class's records in OUT, which every grading run merges into instead of replacing.
-
-A run's (student, assignment) rows replace those submissions' rows in ``grades.csv``, ``checks.csv`` and
-``grader-errors.log``; everyone else's stay, but for ``similar-to:`` flags, computed again over the class from
-`RECORD` (each row's solution cells: git-ignored, it holds the students' code). Files are written beside the old
-ones and then moved into place (README: "Grading again").
+"""The class's records in OUT, which every grading run merges into: a run's rows replace those submissions'
+rows in grades.csv, checks.csv and grader-errors.log, and every row's ``similar-to:`` flags are computed
+again from `RECORD` (the students' code: instructor only). README: "Grading again".
 """
 from __future__ import annotations
 
@@ -38,14 +35,12 @@ def _cell(value: object) -> object:
 
 
 def as_written(text: str) -> str:
-    """``text`` as a CSV of `write_csv` holds it (and reads back): escaped (`_cell`), a lone surrogate (a folder
-    name that is not UTF-8) as its code."""
+    """``text`` as `write_csv` writes it: escaped (`_cell`), a lone surrogate (a non-UTF-8 name) as its code."""
     return _cell(text).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _replace(path: Path, write, mode: int = 0o644) -> None:
-    """Write ``path`` through ``write(file)`` into a file beside it (made with ``mode``, less the umask), then put
-    that in its place (atomic)."""
+    """Write ``path`` atomically: through ``write(file)`` into a file beside it (``mode``), then moved into place."""
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)  # a run that died left it, perhaps with another mode
     with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w", newline="", encoding="utf-8",
@@ -113,8 +108,7 @@ def _read_errors(path: Path) -> dict[tuple[str, str], str]:
 
 
 class ClassRecords:
-    """What OUT holds of the class (`RECORD`, ``grades.csv``, ``checks.csv``, ``grader-errors.log``), read once;
-    `merge` puts a run's rows in and writes them all back."""
+    """What OUT holds of the class, read once; `merge` puts a run's rows in and writes it all back."""
 
     def __init__(self, out: Path):
         self.out = out
@@ -124,8 +118,7 @@ class ClassRecords:
         self.record = self._read_record()
 
     def _read_record(self) -> dict[tuple[str, str], dict]:
-        """(student_id, assignment) → {"code": grade_id → source, "flags": [...]}, as the run that graded it last
-        left it."""
+        """(student_id, assignment) → {"code": grade_id → source, "flags": [...]}, as last graded."""
         try:
             data = json.loads((self.out / RECORD).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -141,16 +134,14 @@ class ClassRecords:
                 for entry in data.get("rows", []) if isinstance(entry, dict)}
 
     def class_rows(self, rows: list[dict]) -> list[dict]:
-        """Every row the class's similarity is computed over: this run's ``rows`` and the latest of everyone
-        else's (``student_id``, ``assignment``, ``code``)."""
+        """The rows similarity is computed over: this run's ``rows`` and everyone else's latest."""
         graded = {(r["student_id"], r["assignment"]) for r in rows}
         kept = [{"student_id": s, "assignment": a, "code": entry["code"]}
                 for (s, a), entry in self.record.items() if (s, a) not in graded]
         return [*rows, *kept]
 
     def merge(self, rows: list[dict], similar: dict[tuple[str, str], set[str]]) -> None:
-        """Put this run's ``rows`` (their flags final but for similarity) in, each row of the class getting the
-        ``similar-to:`` flags in ``similar`` ((student_id, assignment) → flags), and write OUT's files."""
+        """Put this run's ``rows`` in, give each row its ``similar-to:`` flags from ``similar``, write OUT's files."""
         for row in rows:
             row["flags"] = sorted({*(f for f in row["flags"] if not is_similarity(f)),
                                    *similar.get((row["student_id"], row["assignment"]), ())})
@@ -192,9 +183,7 @@ class ClassRecords:
 
 
 def write_errors(path: Path, rows: list[dict], kept: dict[tuple[str, str], str] | None = None) -> None:
-    """The grader's own failures, each row's traceback under its student and assignment, where an instructor can
-    read why (a flag on the row says that one is there): ``rows``' and the ``kept`` sections of rows not graded
-    now; no file when there are none."""
+    """Write the grader's own failures, each traceback under its student and assignment (``rows``' and ``kept``)."""
     sections = dict(kept or {})
     failed = [r for r in rows if r.get("errors")]
     for r in failed:

@@ -1,20 +1,7 @@
-"""``python -m autograde release``: the student notebooks, generated from the MyST sources.
+"""``python -m autograde release``: the student notebooks from the MyST sources, idempotently.
 
-1. jupytext: ``solutions/<id>/<id>.md`` → ``solutions/<id>/<id>.ipynb`` (the source nbgrader reads;
-   generated, git-ignored, rewritten only when the .md is newer);
-2. nbgrader ``generate_assignment``: solutions and hidden tests removed, checksums and cell
-   locks added, the assignment and its grade cells recorded in the gradebook
-   → ``release/<id>/<id>.ipynb``, with the students' nbgrader settings beside it
-   (``autograde/student/nbgrader_config.py``: what ``nbgrader validate`` says);
-3. in every language with catalogues of the notebooks (``locales/<language>/LC_MESSAGES/notebooks/<id>.po``):
-   the released notebook with its prose translated (`autograde.notebook_translation`), and its language
-   in its metadata and its setup cell, for the checks to speak it (`autograde.messages.mark_notebook`)
-   → ``release/<language>/<id>/<id>.ipynb``, the students' settings beside it. Only a complete translation
-   is written: a notebook with a paragraph whose translation is missing, or fuzzy (its English changed),
-   is not, and its earlier translation is removed, with a warning; the book's page then links the
-   English one. Grading takes a submission's code cells by nbgrader's cell ids, whatever the language.
-
-Idempotent: running it twice gives the same files.
+jupytext makes ``solutions/<id>/<id>.ipynb``; nbgrader's ``generate_assignment`` writes ``release/<id>/<id>.ipynb``
+and the students' settings; each language whose notebook catalogue is complete gets ``release/<language>/<id>/``.
 """
 from __future__ import annotations
 
@@ -80,13 +67,8 @@ def _translate(assignment: str, language: str, root: Path) -> Path | None:
 
 
 def release(assignments: list[str] | None = None, db_url: str | None = None, root: Path = ROOT) -> list[Path]:
-    """Generate ``release/<id>/<id>.ipynb`` for each assignment (all by default), and its translations.
-
-    Returns:
-        the released notebooks' paths: the assignments', then their translations'.
-    Raises:
-        RuntimeError: nbgrader reports an error (e.g. bad cell metadata).
-    """
+    """Generate ``release/<id>/<id>.ipynb`` for each assignment (default: all) and its translations; their paths,
+    the assignments' first. Raises RuntimeError when nbgrader reports an error (e.g. bad cell metadata)."""
     from nbgrader.apps import NbGraderAPI  # heavy import, only for this command
 
     solutions = root / "solutions"

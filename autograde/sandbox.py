@@ -1,10 +1,8 @@
 """The sandbox one grading slot runs notebooks in, seen from the trusted side.
 
-A `Sandbox` is a bubblewrap (``bwrap``) container holding the slot's pristine process (`autograde.zygote`):
-no network, a read-only view of the system, Python and the staged tree (`autograde.sandbox_tree`), a clean
-environment, nothing else of the course; as ``nobody`` when the grader is root (`autograde.launcher`).
-`Sandbox.spawn` gives a `Runner`, a fresh isolated process for one notebook with a socket of its own;
-`Sandbox.end` kills it and all it started. `Limits` says what a notebook may use.
+A `Sandbox` is a bubblewrap container around the slot's pristine process (`autograde.zygote`): no network,
+read-only system, Python and staged tree (`autograde.sandbox_tree`), a clean environment, as ``nobody`` when
+the grader is root. `Sandbox.spawn` gives a fresh `Runner` per notebook; `Limits` say what it may use.
 """
 from __future__ import annotations
 

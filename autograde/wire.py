@@ -1,11 +1,8 @@
-"""Plain data across the trust boundary: every value a JSON tree plus raw tensor bytes.
+"""Plain data across the trust boundary: a JSON tree plus raw tensor bytes (``encode``, ``decode``).
 
-Only ``None``, ``bool``, ``int``, ``float``, ``str``, lists, tuples, string-keyed dicts and CPU (or ``meta``)
-tensors of a few dtypes cross, each of its *exact* type; a tensor is rebuilt as a fresh plain ``torch.Tensor``,
-so a subclass that lies about comparisons cannot survive the trip. Registered modules go one way only, into
-the sandbox, as check inputs. `decode` trusts nothing: a malformed tree raises `WireError`, naming the problem.
-
-    tree = encode((torch.ones(2), 3), blobs := [])   # {"t": "tuple", "items": [...]}; decode(tree, blobs)
+Only ``None``, bools, ints, floats, strings, lists, tuples, string-keyed dicts and plain CPU (or ``meta``)
+tensors of a few dtypes cross, each of its *exact* type, rebuilt fresh on the other side; registered modules
+go into the sandbox only. `decode` trusts nothing: a malformed tree raises `WireError`, naming the problem.
 """
 from __future__ import annotations
 

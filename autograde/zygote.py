@@ -1,9 +1,6 @@
-"""The pristine process that forks a fresh, isolated runner for every notebook.
-
-``python -m autograde.zygote CONTROL_FD`` runs inside the sandbox once per slot: it imports and warms torch
-and the runner, then only forks, so every runner starts warm from the same untouched state. Per notebook it
-forks a *warden* (fresh namespaces, `autograde.isolation`; only its assignment's tfm_ref shown) which forks
-the *runner*, PID 1, unprivileged, limited, with one fd: its data socket. Control socket (SOCK_SEQPACKET)::
+"""The pristine process (``python -m autograde.zygote CONTROL_FD``, one per slot) that forks a fresh, isolated
+runner per notebook: warmed once, it only forks, so every runner starts warm from the same state. A *warden*
+enters fresh namespaces and shows only the assignment's tfm_ref; the *runner* is PID 1 below it::
 
     {"op": "spawn", "id": 7, "assignment": "ch01_attention", "limits": {...}} + data fd → {"spawned": 7}
     {"op": "end", "id": 7}                                  → {"ended": 7, "status": "signal SIGKILL"}
