@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     grd.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                      help="grade on the workers of this Dask scheduler instead (each worker thread a slot; --jobs "
                      "is unused): they must see the course root and OUT at the same paths and reach the gradebook "
-                     "(autograde/README.md, \"More than one machine\")")
+                     "(autograde/README.md, \"More than one machine\"; default: none, this machine's --jobs)")
     grd.add_argument("--cell-timeout", type=_positive(float), default=30.0,
                      help="seconds a cell may run; a notebook, six times that (default: %(default)g). The nbgrader "
                      "config's c.Execute.timeout is not used: grading runs no kernel")
