@@ -6,8 +6,8 @@ on every worker before anything is graded; one that cannot stops the run with an
 each submission is one Dask task, which carries the notebook's bytes (the workers need not see where it was
 unpacked) and returns the row; the main process writes the class's records from the rows, as on one machine.
 
-A worker lost mid-run costs nothing: Dask gives its tasks to the other workers, and its slots die with it
-(`slot.main`), so a notebook is never graded in two places at once. A slot that dies or hangs costs its row
+A worker lost mid-run costs nothing: Dask gives its tasks to the other workers, and its slots die with it (a
+slot is killed with the thread that started it), so a notebook is never graded in two places at once. A slot that dies or hangs costs its row
 (``grader-crashed``), as in the pool; a worker that joins later and cannot start its sandbox, the rows it was
 given (``sandbox-failed``, its address in grader-errors.log). What a worker needs: autograde/README.md.
 """
