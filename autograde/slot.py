@@ -156,7 +156,7 @@ def unscored_row(task: dict, cells: list[GradedCell], flag: str, problem: str, s
 def _warm_up(seed: int | None, assignments: list[str]) -> None:
     """Run every check of the ``assignments`` being graded once with its reference and the class's seed, while the
     sandbox starts: the inputs and the references' outcomes the class's checks use are then computed
-    (`checking._remembered`), and the first notebook is not slower than the rest."""
+    (`attempts._remembered`), and the first notebook is not slower than the rest."""
     import torch
 
     torch.set_num_threads(1)  # one core per slot: the checks' tensors are tiny
