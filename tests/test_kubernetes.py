@@ -94,7 +94,8 @@ def chart_config(values: dict, records: Path) -> Config:
     c.KubeSpawner.storage_capacity = storage["capacity"]
     cull = values["cull"]
     if cull["enabled"]:
-        command = ["python3", "-m", "jupyterhub_idle_culler", f"--timeout={cull['timeout']}", f"--cull-every={cull['every']}"]
+        command = ["python3", "-m", "jupyterhub_idle_culler", f"--timeout={cull['timeout']}",
+                   f"--cull-every={cull['every']}"]
         command += [] if cull.get("adminUsers", True) else ["--cull-admin-users=false"]
         c.JupyterHub.services = [{"name": "jupyterhub-idle-culler", "command": command}]
     for section, settings in values["hub"].get("config", {}).items():
@@ -223,12 +224,12 @@ def test_the_clerk_records_when_a_submission_changed_never_what_the_student_wrot
     ada = _submit(exchange, "ada", "ch01_attention", "first")
     _submit(exchange, "bo", "ch01_attention", "on time")
     _submit(exchange, "cy", "ch01_attention", "not cy's: owned by another uid")
-    assert Clerk(exchange, "course", records).look(start) == ["cy+ch01_attention+2026-01-01 00:00:00+r4nd"]
+    assert Clerk(exchange, "course", records).look(lambda: start) == ["cy+ch01_attention+2026-01-01 00:00:00+r4nd"]
     (ada / "ch01_attention.ipynb").write_text("edited after the deadline")
     os.utime(ada / "ch01_attention.ipynb", (0, 0))  # an mtime from 1970 changes nothing
     clerk = Clerk(exchange, "course", records)  # after a restart, what it saw before still counts
-    clerk.look(start + timedelta(hours=2))
-    clerk.look(start + timedelta(hours=3))  # nothing changed: nothing moves
+    clerk.look(lambda: start + timedelta(hours=2))
+    clerk.look(lambda: start + timedelta(hours=3))  # nothing changed: nothing moves
     times = read_submission_times(records / "times.csv").times
     assert set(times) == {("ada", "ch01_attention"), ("bo", "ch01_attention")}
     assert times["ada", "ch01_attention"][0] == (start + timedelta(hours=2)).strftime("%Y-%m-%d %H:%M:%S.%f %Z")
@@ -272,6 +273,14 @@ def _course_modules() -> set[str]:
     return names
 
 
+def test_the_images_servers_are_students_unless_the_hub_says_instructor():
+    dockerfile = (HERE / "Dockerfile").read_text()
+    path = re.search(r"JUPYTER_CONFIG_PATH=(\S+)", dockerfile).group(1).split(":")
+    assert path == ["/etc/course/students", "/etc/course/all"]  # formgrader off (students/jupyter_server_config.json)
+    for role in ("students", "instructors", "all"):
+        assert f"COPY deploy/jupyterhub/{role} /etc/course/{role}" in dockerfile
+
+
 def test_the_image_never_holds_the_solutions():
     assert not [s for s in _dockerfile_sources() if s.split("/")[0] in ("solutions", ".", "release")]
 
@@ -288,9 +297,10 @@ def test_the_images_installation_imports_what_the_notebooks_and_the_grader_impor
     installed = subprocess.run([str(source / "deploy" / "kubernetes" / "install.sh"), str(venv)],
                                capture_output=True, text=True, timeout=900)
     assert installed.returncode == 0, installed.stderr[-3000:]
-    modules = sorted(_imported_by_notebooks() | _course_modules() | {"jupyterhub", "nbgrader", "jupyterlab", "nbgitpuller"})
+    servers = {"jupyterhub", "jupyterlab", "nbgrader", "nbgitpuller"}  # jupyterhub-singleuser, its extensions
+    modules = sorted(_imported_by_notebooks() | _course_modules() | servers)
     probe = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
-    imported = subprocess.run([str(venv / "bin" / "python"), "-c", probe, *modules], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=600, env={"PATH": os.environ["PATH"], "MPLBACKEND": "Agg"})
+    imported = subprocess.run([str(venv / "bin" / "python"), "-c", probe, *modules], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=600, env={"PATH": os.environ["PATH"], "MPLBACKEND": "Agg"})
     assert imported.returncode == 0, imported.stderr[-3000:]
     assert not (source / "solutions").exists()

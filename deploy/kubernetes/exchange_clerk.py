@@ -6,12 +6,13 @@ where no student writes, as the grader's times file (``python -m autograde grade
 It runs beside the hub (values.yaml, hub.extraContainers) and looks at ``<exchange>/<course>/inbound/`` every
 ``--every`` seconds. Each submission folder there (``<student>+<assignment>+<time>+<random>``, the name
 written by the student's ``nbgrader submit``) is fingerprinted by its files' names, sizes and change
-times (``fingerprint``); a fingerprint the clerk has not seen before gets the time of that look. A student's time for an assignment
-is the latest such time over their folders, so editing a submission after the deadline makes it late, and
-nothing a student writes (a folder's name, ``timestamp.txt``, a file's mtime) makes it earlier. A folder
-whose owner is not the uid the hub gave the student it names (``users.json``, course_hub.py) counts for
-no one and is named on the terminal. Written to ``--records``: ``times.csv`` (student_id, assignment,
-time in UTC) and ``seen.json`` (the fingerprints and their times, so a restart forgets nothing).
+times (``fingerprint``); a fingerprint the clerk has not seen before gets the time it was read. A student's
+time for an assignment is the latest such time over their folders, so editing a submission after the
+deadline makes it late, and nothing a student writes (a folder's name, ``timestamp.txt``, a file's mtime)
+makes it earlier. A folder whose owner is not the uid the hub gave the student it names (``users.json``,
+course_hub.py) counts for no one and is named on the terminal. Written to ``--records``: ``times.csv``
+(student_id, assignment, time in UTC) and ``seen.json`` (the fingerprints and their times, so a restart
+forgets nothing).
 """
 import argparse
 import csv
@@ -44,8 +45,9 @@ class Clerk:
         seen = records / "seen.json"
         self.seen: dict[str, dict] = json.loads(seen.read_text()) if seen.exists() else {}
 
-    def look(self, now: datetime) -> list[str]:
-        """Record what changed in the inbound folder since the last look, at ``now``; rewrite times.csv.
+    def look(self, clock=lambda: datetime.now(timezone.utc)) -> list[str]:
+        """Record what changed in the inbound folder since the last look; rewrite times.csv. A change gets the
+        time ``clock`` tells once its folder is read: never before the change, however long the look takes.
 
         Returns:
             The folders that name a student other than their owner (each is left out of the times).
@@ -53,13 +55,13 @@ class Clerk:
         users_file = self.records / "users.json"
         uids = json.loads(users_file.read_text()) if users_file.exists() else {}
         folders = sorted(self.inbound.iterdir()) if self.inbound.is_dir() else []
-        stamp = now.astimezone(timezone.utc).isoformat(timespec="seconds")  # one zone: the latest sorts last
         for folder in folders:
             if not folder.is_dir() or folder.name.count("+") < 2:
                 continue
             digest = fingerprint(folder)
             entry = self.seen.get(folder.name)
             if entry is None or entry["fingerprint"] != digest:
+                stamp = clock().astimezone(timezone.utc).isoformat(timespec="microseconds")  # sorts by time
                 self.seen[folder.name] = {"fingerprint": digest, "time": stamp, "owner": folder.stat().st_uid}
         forged = [name for name, entry in self.seen.items() if uids.get(name.split("+")[0]) != entry["owner"]]
         times: dict[tuple[str, str], str] = {}
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     clerk = Clerk(args.exchange, args.course, args.records)
     reported: set[str] = set()
     while True:
-        for name in set(clerk.look(datetime.now(timezone.utc))) - reported:
+        for name in set(clerk.look()) - reported:
             print(f"{name}: not owned by the uid the hub gave its student; left out of times.csv", file=sys.stderr)
             reported.add(name)
         time.sleep(args.every)
