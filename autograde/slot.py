@@ -132,7 +132,7 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
     if entry is None:
         flags.add("unexportable-student-id" if unexportable else "gradebook-error")
     else:
-        score = max(0.0, score - entry.penalty)
+        score = max(0.0, entry.score - entry.penalty)  # nbgrader's: with the scores given by hand in formgrader
         if entry.seconds_late > 0:
             flags.add("late")
         try:

@@ -167,6 +167,14 @@ def test_a_score_and_a_comment_given_by_hand_survive_grading_again(regraded):
         assert gb.find_comment(CELL, A, A, "alice").manual_comment == "Mask before the softmax, see me."
 
 
+def test_grades_csv_after_grading_again_has_the_score_given_by_hand(regraded):
+    seen, _, course = regraded
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        in_gradebook = gb.find_submission(A, "alice").score  # what formgrader, the feedback page and export show
+    row = next(r for r in csv.DictReader(seen["second"]["grades.csv"].splitlines()) if r["student_id"] == "alice")
+    assert float(row["score"]) == in_gradebook < float(row["max_score"])  # 1.5 by hand for a cell of 3
+
+
 @pytest.mark.parametrize(("layout", "expected", "found"), [
     ({}, "expected <student>/<assignment>/<assignment>.ipynb", "found nothing"),
     ({"alice/homework.ipynb": "{}", "bob/ch01_attention (1)/ch01_attention.ipynb": "{}"},
