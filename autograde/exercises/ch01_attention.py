@@ -313,9 +313,10 @@ MASKED_ATTENTION = Exercise(
     arg_names=("q", "k", "v", "mask"),
     shapes=[dict(B=1, H=2, T=1, S=2, Dk=2, Dv=1), dict(B=1, H=2, T=2, S=2, Dk=2, Dv=2),
             dict(B=1, H=2, T=2, S=3, Dk=4, Dv=2), dict(B=2, H=2, T=3, S=5, Dk=8, Dv=4)],
-    # the notebook's text warns of fully masked rows (all −inf): the visible check tries them too
+    # the notebook's text warns of fully masked rows (all −inf) and says mask=None means no mask: visible cases
     visible=[Case("random padding-style mask, broadcast over heads"),
-             Case("fully masked rows", inputs=lambda gen, dims, dtype: _masked_inputs(gen, dims, dtype, empty_rows=True))],
+             Case("fully masked rows", inputs=lambda gen, dims, dtype: _masked_inputs(gen, dims, dtype, empty_rows=True)),
+             Case("mask=None still works", inputs=_attention_inputs, dims=dict(B=2, T=3, S=4, Dk=8, Dv=5))],
     hidden=[
         Case("causal mask (T, T)", inputs=_causal_inputs),
         Case("fully masked rows", inputs=lambda gen, dims, dtype: _masked_inputs(gen, dims, dtype, empty_rows=True)),

@@ -570,7 +570,10 @@ MULTIHEAD = Exercise(
     visible=[Case("GQA (H = 6, G = 2) over a padded batch"),
              # S is no size of the ladder: kept at 7 as T shrinks, S ≠ T on every rung
              Case("a context of another length (S = 7, T = 5)", dims=dict(B=2, T=5, S=7, D=18, H=6, G=2),
-                  inputs=_cross_inputs)],
+                  inputs=_cross_inputs),
+             # the notebook's text: a sequence that is all padding gets zeros, never NaN; n_kv_heads=None means H
+             Case("a sequence that is all padding (fully masked rows)", inputs=_padded_self_inputs(empty=True)),
+             Case("n_kv_heads=None (MHA)", dims=dict(B=2, T=4, D=12, H=3), inputs=_self_inputs)],
     hidden=[
         Case("MHA (G = H)", dims=dict(B=2, T=5, D=12, H=3, G=3), inputs=_self_inputs),
         Case("MQA (G = 1)", dims=dict(B=2, T=4, D=16, H=4, G=1), inputs=_self_inputs),

@@ -221,7 +221,9 @@ CROSS_ATTENTION = Exercise(
     arg_names=("x", "memory", "w_q", "w_k", "w_v"),
     shapes=[dict(B=1, T=1, S=2, D=2, Dk=2, Dv=1), dict(B=1, T=2, S=3, D=2, Dk=2, Dv=2),
             dict(B=1, T=2, S=4, D=4, Dk=2, Dv=2), dict(B=2, T=3, S=5, D=8, Dk=4, Dv=3)],
-    visible=[Case("3 target and 5 source positions, no padding"), Case("padded sources", inputs=_cross_masked)],
+    # the notebook's text: a source with no real token leaves its queries nothing to see (zeros, never NaN)
+    visible=[Case("3 target and 5 source positions, no padding"), Case("padded sources", inputs=_cross_masked),
+             Case("a source with no real token (fully masked rows)", inputs=_cross_empty_source)],
     hidden=[
         Case("random sizes", dims=random_dims(B=(1, 3), T=(1, 7), S=(1, 9), D=(1, 12), Dk=(1, 8), Dv=(1, 6)),
              inputs=_cross_masked),
@@ -347,7 +349,9 @@ CROSS_MULTIHEAD = Exercise(
     arg_names=("x", "context", "mask"),
     shapes=_CROSS_SHAPES,
     visible=[Case("cross-attention, 3 target and 5 source positions"),
-             Case("cross-attention with a source padding mask", inputs=_mha_cross_masked())],
+             Case("cross-attention with a source padding mask", inputs=_mha_cross_masked()),
+             Case("a source that is all padding (fully masked rows)", inputs=_mha_cross_masked(empty=True)),
+             Case("n_kv_heads=None (MHA)", dims=dict(B=2, T=3, S=5, D=12, H=3), inputs=_mha_cross_masked())],
     hidden=[
         Case("random sizes", dims=mha_dims(cross=True), inputs=_mha_cross_masked()),
         Case("MHA (G = H)", dims=dict(B=2, T=4, S=6, D=12, H=3, G=3), inputs=_mha_cross_masked()),

@@ -135,7 +135,9 @@ SINUSOIDAL = Exercise(
     shapes=[dict(P=1, D=2), dict(P=2, D=2), dict(P=3, D=4), dict(P=4, D=6), dict(P=50, D=16)],
     # the small table first: a wrong formula is diagnosed there, where its angles stay small enough that float32
     # and float64 versions of it agree (multiplied by 10000^(2i/d), a 50 × 16 table reaches 10⁵ radians)
-    visible=[Case("the notes' example: pos 0…2, d_model = 4", dims=dict(P=3, D=4)), Case("a 50 × 16 table")],
+    # the notebook asks for a ValueError on an odd d_model
+    visible=[Case("the notes' example: pos 0…2, d_model = 4", dims=dict(P=3, D=4)), Case("a 50 × 16 table"),
+             Case("odd d_model raises ValueError", dims=dict(P=4, D=5))],
     hidden=[
         Case("random sizes", dims=_even_sizes),
         Case("one position", dims=dict(P=1, D=8)),

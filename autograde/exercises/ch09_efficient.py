@@ -120,7 +120,9 @@ ONLINE_SOFTMAX = Exercise(
              Case("blocks along dim=0", inputs=_softmax_inputs(dim=0), dims=dict(B=7, T=2, N=3, K=3)),
              Case("huge logits", inputs=lambda gen, dims, dtype: _softmax_inputs()(gen, dims, dtype).scaled(1e3)),
              Case("−inf entries, an all −inf row, and a row whose first block is all −inf",
-                  inputs=_softmax_inputs(minus_inf=True), dims=dict(B=2, T=3, N=9, K=2))],
+                  inputs=_softmax_inputs(minus_inf=True), dims=dict(B=2, T=3, N=9, K=2)),
+             # m starts at −inf, below every logit: started at 0, logits far below 0 underflow
+             Case("very negative logits (all near −1000)", inputs=_very_negative)],
     hidden=[
         Case("random sizes and block sizes", dims=random_dims(B=(1, 3), T=(1, 4), N=(1, 20), K=(1, 8))),
         Case("block size 1", dims=dict(B=2, T=3, N=7, K=1)),
@@ -287,7 +289,8 @@ TILED_ATTENTION = Exercise(
                   "of 3", inputs=_tiled_inputs("first key tile blind")),
              Case("huge logits", dtype=torch.float64,
                   inputs=lambda gen, dims, dtype: _tiled_inputs()(gen, dims, dtype).scaled(30.0)),
-             Case("fully masked rows", inputs=_tiled_inputs("empty rows"))],
+             Case("fully masked rows", inputs=_tiled_inputs("empty rows")),
+             Case("scores all far below 0", dtype=torch.float64, inputs=_scores_far_below_zero)],
     hidden=[
         Case("random sizes and tile sizes", dims=_tiled_sizes),
         Case("tiles of 1", dims=dict(B=2, H=2, T=4, S=6, Dk=4, Dv=3, QT=1, KT=1)),
@@ -455,7 +458,9 @@ CACHED_ATTENTION = Exercise(
             dict(B=1, H=4, G=2, T=1, S=2, Dh=2), dict(B=1, H=4, G=2, T=2, S=3, Dh=2),
             dict(B=2, H=6, G=2, T=1, S=5, Dh=8)],
     visible=[Case("one new token after 5 cached positions (GQA: H = 6, G = 2)"),
-             Case("a chunk of 3 new positions after 4 cached ones", dims=dict(B=2, H=6, G=2, T=3, S=4, Dh=8))],
+             Case("a chunk of 3 new positions after 4 cached ones", dims=dict(B=2, H=6, G=2, T=3, S=4, Dh=8)),
+             # the notebook's text: S = 0 at the first step
+             Case("the first step: an empty cache (S = 0, a prompt of 4)", dims=dict(B=2, H=4, G=2, T=4, S=0, Dh=8))],
     hidden=[
         Case("random sizes, S = 0 … 8 cached positions", dims=_cache_sizes),
         Case("the first step: an empty cache (S = 0, a prompt of 4)", dims=dict(B=2, H=4, G=2, T=4, S=0, Dh=8)),

@@ -467,7 +467,11 @@ TRAIN_STEP = Exercise(
     shapes=[dict(K=2, B=1, S=2, T=3), dict(K=2, B=2, S=4, T=5), dict(K=2, B=4, S=6, T=7)],
     visible=[Case("steps 3 and 4 (warmup 8), padded targets"),
              Case("the first two steps, step = 0 and 1, ε = 0.2",
-                  inputs=_step_inputs(first_step=0, warmup=8, smoothing=0.2))],
+                  inputs=_step_inputs(first_step=0, warmup=8, smoothing=0.2)),
+             # the rate is factor times the paper's: a factor other than 1 shows a step that leaves it out
+             Case("random sizes, three steps after warmup, factor 2, ε = 0.2",
+                  dims=random_dims(K=(3, 3), B=(1, 5), S=(1, 8), T=(3, 8)),
+                  inputs=_step_inputs(first_step=20, warmup=4, factor=2.0, smoothing=0.2))],
     hidden=[
         Case("random sizes, three steps after warmup, factor 2, ε = 0.2",
              dims=random_dims(K=(3, 3), B=(1, 5), S=(1, 8), T=(3, 8)),
