@@ -14,11 +14,13 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # import names that differ from the package's
 DISTRIBUTION = {"IPython": "ipython", "yaml": "pyyaml", "markdown_it": "markdown-it-py"}
 TRAINING = ("train.py", "bench.py", "cli.py")
+CLUSTER = ("cluster.py", "bench.py")  # Dask, for grading (and measuring it) on more machines than one
 PARTS = {  # part → (its files, the extras it may use besides the core)
     "tfm_ref": ([p for p in (ROOT / "tfm_ref").rglob("*.py") if "widgets" not in p.parts and p.name not in TRAINING], ()),
     "tfm_ref.widgets": (list((ROOT / "tfm_ref" / "widgets").rglob("*.py")), ("widgets",)),
     "tfm_ref training": ([ROOT / "tfm_ref" / name for name in TRAINING], ("train",)),
-    "autograde": (list((ROOT / "autograde").rglob("*.py")), ("grade",)),
+    "autograde": ([p for p in (ROOT / "autograde").rglob("*.py") if p.name not in CLUSTER], ("grade",)),
+    "autograde on a cluster": ([ROOT / "autograde" / name for name in CLUSTER], ("grade", "cluster")),
 }
 
 
