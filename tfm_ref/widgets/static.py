@@ -3,10 +3,10 @@
 The published book is a static site with no kernel behind it. So every widget also describes a
 coarse version of itself (`StaticWidget`): each control offers a few values (`Control`), and each
 figure (`Panel`) depends on some of the controls and is drawn — by the widget's own drawing code —
-once for every combination of their values. `render` writes those figures as PNG files with a
-manifest that says which file each combination shows; `static_html` writes the controls and the
-initial figures; ``_static/tfm-widgets.js`` swaps a figure when a control moves, so the browser
-fetches a state only when the reader first asks for it.
+once for every combination of their values. `render` writes those figures as PNG files (in 256
+colours: a quarter of the bytes) with a manifest that says which file each combination shows;
+`static_html` writes the controls and the initial figures; ``_static/tfm-widgets.js`` swaps a
+figure when a control moves, so the browser fetches a state only when the reader first asks for it.
 
 A live widget names its static version with a `StaticRecipe` (a factory in ``tfm_ref.widgets`` and
 JSON keyword arguments), carried in its HTML snapshot, so the book's build can rebuild the static
@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import html
 import importlib
+import io
 import itertools
 import json
 import os
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
+import PIL.Image
 import torch
 from matplotlib.figure import Figure
 
@@ -202,10 +204,20 @@ def _render_panels(widget: StaticWidget, folder: Path, dpi: int) -> list[dict]:
                     drawn[key] = {"error": words(str(error))}
                 else:
                     drawn[key] = f"p{p}-{len(drawn)}.png"
-                    (folder / drawn[key]).write_bytes(figure_png(figure, dpi=dpi))
+                    (folder / drawn[key]).write_bytes(_compact_png(figure_png(figure, dpi=dpi)))
             states[_state_key(indices)] = drawn[key]
         panels.append({"controls": columns, "alt": panel.alt, "states": states})
     return panels
+
+
+def _compact_png(png: bytes) -> bytes:
+    """The figure in 256 colours, on white: about a quarter of the bytes, for the site's pages (a reader's
+    browser fetches each state it shows; the site holds every one)."""
+    image = PIL.Image.open(io.BytesIO(png)).convert("RGBA")
+    flat = PIL.Image.alpha_composite(PIL.Image.new("RGBA", image.size, "white"), image).convert("RGB")
+    buffer = io.BytesIO()
+    flat.quantize(256, method=PIL.Image.Quantize.FASTOCTREE).save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
 
 
 @dataclass(frozen=True)
