@@ -22,7 +22,7 @@ from traitlets import default
 
 from .messages import METADATA, _, language, notebook_language, prose_translations, speaking
 from .notebook import is_widget
-from .notebook_translation import translate_markdown
+from .notebook_translation import translate_cell
 
 __all__ = ["FeedbackExporter", "TEMPLATES", "GRADER_NOTE", "feedback_path", "feedback_html", "write_feedback"]
 
@@ -147,7 +147,7 @@ class FeedbackExporter(TemplateExporter):
             prose = prose_translations(str((resources.get("nbgrader") or {}).get("assignment") or ""))
             for cell in nb.cells:
                 if cell.cell_type == "markdown" and prose:
-                    cell.source = translate_markdown(cell.source, prose)
+                    cell.source = translate_cell(cell.source, prose)
             return super().from_notebook_node(nb, resources, **kw)
 
 

@@ -154,3 +154,20 @@ def test_every_translation_keeps_the_code_math_numbers_and_emphasis_of_its_engli
         assert _numbers(translated) == _numbers(english), ("numbers", english)
         # CommonMark reads `**粗体。**然后` as plain text: the marks must still pair up in the translation.
         assert _inline_markup(translated) == _inline_markup(english), ("emphasis or code", english)
+
+
+def test_a_text_without_words_is_no_message():
+    from autograde.markdown_translation import has_words
+
+    assert not any(has_words(text) for text in ("`softmax`", "$QK^\\top$", "<br>", "3.", "— 1 —"))
+    assert all(has_words(text) for text in ("a `mask` of", "$x$ is", "<b>Hint</b>"))
+    assert "1" not in messages(_notebook()) and "`softmax`" not in messages(_notebook())
+
+
+def test_the_grader_imports_no_book_build():
+    import subprocess
+    import sys
+
+    script = ("import sys, autograde.notebook_translation; "
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sphinx', 'myst_parser', 'page_notebooks')))")
+    assert subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout == "[]\n"

@@ -123,3 +123,30 @@ def test_a_notebook_keeps_its_code_outputs_and_metadata():
     assert translated.cells[0].source == "# 1\\. 注意力"
     assert translated.cells[1] == notebook.cells[1] and translated.metadata == notebook.metadata
     assert notebook.cells[0].source == "# 1. Attention"  # a copy: the original is untouched
+
+
+def test_a_page_and_an_exercise_notebook_share_one_translator():
+    from autograde import markdown_translation
+
+    assert translate_markdown is markdown_translation.translate_markdown
+
+
+def test_a_directive_is_a_directive_on_a_page_and_code_in_jupyterlab():
+    from autograde.markdown_translation import JUPYTER
+
+    fence = "```{admonition} Erratum — a box\nA boxed text,\non two lines.\n```"
+    assert translate_markdown(fence, _translate, PARSER) == "```{admonition} 勘误 — 一个框\n框中的文字。\n```"
+    assert translate_markdown(fence, _translate, JUPYTER) == fence  # JupyterLab shows it as a code block
+
+
+def test_a_table_in_a_list_item_keeps_its_indentation_and_its_escaped_pipes():
+    source = "- a list:\n\n  | English | a \\| b |\n  |---|---|\n  | a word | x |"
+    lines = translate_markdown(source, _translate, PARSER).split("\n")
+    assert lines[2] == "  | 英文 | a \\| b |" and lines[4] == "  | 一个词 | x |"
+
+
+def test_a_text_without_words_is_translated_where_the_catalogue_has_it():
+    cells = "| $n$ ($a$, $b$) | — |\n|---|---|\n| x | y |"
+    chinese = {"$n$ ($a$, $b$)": "$n$（$a$、$b$）", "—": "——"}
+    assert translate_markdown(cells, lambda text: chinese.get(text, text), PARSER).split("\n")[0] == \
+        "| $n$（$a$、$b$） | —— |"
