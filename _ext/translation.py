@@ -46,6 +46,7 @@ from sphinx.util import logging
 from sphinx.util.i18n import CatalogInfo, docname_to_domain
 from sphinx.util.nodes import extract_messages
 
+from autograde.markdown_translation import has_words
 from languages import editions
 
 __all__ = ["N_", "SITE_CATALOGUE", "TEXTS", "_", "has_words", "page_translator", "setup"]
@@ -62,11 +63,6 @@ logger = logging.getLogger(__name__)
 def N_(message: str) -> str:
     """Marks a message of the site catalogue where it is defined; ``_(message)`` translates it where it is shown."""
     return message
-
-
-def has_words(text: str) -> bool:
-    """Whether a text has something to translate: two letters in a row, markup (<…>) aside."""
-    return re.search(r"[A-Za-z]{2}", re.sub(r"<[^>]+>", " ", text)) is not None
 
 
 def _is_translation(config) -> bool:
