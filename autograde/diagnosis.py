@@ -3,6 +3,7 @@ mistake whose outcome there is the student's (otherwise: shape, dtype, NaN or ex
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -20,11 +21,17 @@ if TYPE_CHECKING:
     from .spec import Case, Exercise, Mistake
     from .verdict import Report
 
-__all__ = ["run_case", "failing_uses"]
+__all__ = ["run_case", "failing_uses", "EXTRAS_SECONDS"]
+
+EXTRAS_SECONDS = 6.0
+"""How long a failing case may spend on what only makes its message better (the randomness test, a smaller
+input): a training check retrains for each, which beside other work took minutes. Naming the mistake is never cut
+short, so the name does not depend on the machine's speed."""
 
 
 def run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -> Failure | None:
-    """The candidate on ``case``: None if it passes, else its failure, diagnosed and shrunk."""
+    """The candidate on ``case``: None if it passes, else its failure, diagnosed and (time allowing) shrunk."""
+    deadline = time.monotonic() + EXTRAS_SECONDS
     gen = torch.Generator().manual_seed(seed)
     dims = case.dims(gen) if callable(case.dims) else case.dims or exercise.shapes[-1]
     failure = attempt(exercise, case, candidate, dims, seed)
@@ -35,14 +42,14 @@ def run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) ->
     # cannot be built is shown at the smallest size where it still cannot be.
     if not failure.setup:
         _diagnose(exercise, case, failure, seed, candidate=candidate)
-        if failure.hint is None and failure.got.error is None:
+        if failure.hint is None and failure.got.error is None and time.monotonic() < deadline:
             failure.random = _random_where_the_reference_is_not(exercise, case, candidate, failure, seed)
     ladder = exercise.ladder_keys
     flags = {k: v for k, v in dims.items() if k not in ladder}
     sizes = ladder - set(exercise.offsets)
     kind = _failure_kind(failure.expected, failure.got)
     for smaller in exercise.shapes:
-        if _size(smaller, sizes) >= _size(dims, sizes):
+        if _size(smaller, sizes) >= _size(dims, sizes) or time.monotonic() > deadline:
             break
         shrunk = attempt(exercise, case, candidate, {**smaller, **flags}, seed)
         if shrunk is not None and shrunk.setup == failure.setup and _failure_kind(shrunk.expected, shrunk.got) == kind:

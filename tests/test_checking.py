@@ -40,6 +40,18 @@ def test_catalogued_mistake_is_named_with_its_hint():
     assert "Likely mistake — factor ignored: multiply by `factor`." in report.message
 
 
+def test_a_slow_failure_is_named_but_not_shrunk_once_its_time_is_spent(monkeypatch):
+    """What only improves the message waits for nothing: past the budget the case's own input is shown, and the
+    mistake is still named (a training check retrains for every smaller input)."""
+    import autograde.diagnosis
+
+    monkeypatch.setattr(autograde.diagnosis, "EXTRAS_SECONDS", 0.0)
+    unexplained = TOY.run(lambda x, factor=2.0: x * factor + 1)
+    assert "Smallest failing input (N=4, M=5" in unexplained.message
+    assert "on a smaller input" not in unexplained.message
+    assert TOY.run(forgot_factor).mistake == "factor ignored"
+
+
 def test_failure_shows_the_smallest_failing_input():
     report = TOY.run(lambda x, factor=2.0: x * factor + 1)
     assert "Smallest failing input (N=1, M=1" in report.message
