@@ -8,11 +8,10 @@ from __future__ import annotations
 from types import ModuleType
 
 
-from autograde.candidates import one_thread
 from autograde.spec import Exercise, Mistake
 
 __all__ = ["exercise_params", "mistake_params", "assert_passes", "assert_fails_with_hint", "assert_named",
-           "assert_named_in_both_languages", "one_thread"]
+           "assert_named_in_both_languages"]
 
 SEEDS = (0, 1, 2)
 """Every proof runs on these seeds, so a mistake caught only by luck is noticed."""

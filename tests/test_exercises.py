@@ -12,16 +12,13 @@ from instructor_notebooks import solution_namespace
 from autograde import check
 from autograde.checking import CheckFailed, get_exercise
 from autograde.exercises import load_all
-from exercise_proofs import assert_fails_with_hint, assert_passes, exercise_params, mistake_params, one_thread
+from exercise_proofs import assert_fails_with_hint, assert_passes, exercise_params, mistake_params
 
 CHAPTERS = load_all()
 notebook_solutions = cache(solution_namespace)  # assignment → what its instructor notebook defines
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("checks_on_one_thread")
 
 
 @pytest.mark.parametrize("exercise", exercise_params(CHAPTERS))

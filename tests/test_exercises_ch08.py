@@ -7,7 +7,7 @@ import types
 
 import pytest
 import torch
-from exercise_proofs import assert_named, assert_named_in_both_languages, one_thread
+from exercise_proofs import assert_named, assert_named_in_both_languages
 
 import tfm_ref
 from autograde.exercises import ch08_encoder_decoder as chapter
@@ -107,13 +107,8 @@ STUDENT_BEAM_STEPS = {
 }
 
 
-@pytest.fixture
-def _one_thread():
-    with one_thread():
-        yield
 
-
-@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.usefixtures("checks_on_one_thread")
 @pytest.mark.parametrize("how", STUDENT_BEAM_STEPS)
 def test_a_students_beam_step_is_named_on_every_seed(how):
     assert_named(chapter.BEAM_STEP, *STUDENT_BEAM_STEPS[how], range(5), hidden=True)
@@ -157,7 +152,7 @@ STUDENT_GREEDY_LOOPS = {
 }
 
 
-@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.usefixtures("checks_on_one_thread")
 @pytest.mark.parametrize("how", STUDENT_GREEDY_LOOPS)
 def test_a_students_greedy_loop_is_named_on_every_seed(how):
     """The checks' random models are drawn so that each use of src_mask changes the tokens, and an end token so that
@@ -221,7 +216,7 @@ def _student_decoder(*, branch_dropout=True, pre_norm_when=lambda norm_first: no
     return DecoderBlock
 
 
-@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.usefixtures("checks_on_one_thread")
 def test_the_blocks_visible_checks_show_a_residual_branch_without_dropout_and_an_ignored_padding_mask():
     """Training mode is visible, and every visible batch has padding: a Residual without its dropout passed the
     visible checks every time, an encoder that ignores its mask on 6 % of draws (seeds 7, 60 and 67)."""
@@ -277,14 +272,14 @@ def _beam_each_own_best(scores, log_probs):
     return new_scores, parent, token.gather(1, parent)
 
 
-@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.usefixtures("checks_on_one_thread")
 def test_a_beam_step_that_extends_each_hypothesis_by_its_own_best_token_fails_the_visible_check_on_every_seed():
     """On close scores the K best often come one per hypothesis: it passed on 24 % of draws (seeds 7, 12, 17 …)."""
     assert_named(chapter.BEAM_STEP, _beam_each_own_best, "each hypothesis extended by its own best token only",
                  (*range(20), 7, 12, 17, 23, 35, 38, 39, 55, 74, 76, 78, 80, 88, 90, 94, 97))
 
 
-@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.usefixtures("checks_on_one_thread")
 def test_a_greedy_loop_that_does_not_freeze_finished_rows_fails_the_visible_check_on_every_seed():
     """The checks' models are drawn so that a row that has ended would go on: it passed on 4 % of draws (seeds 5,
     17, 36, 64, 96), where every row ended at the same step."""
@@ -292,7 +287,7 @@ def test_a_greedy_loop_that_does_not_freeze_finished_rows_fails_the_visible_chec
                  (0, 1, 2, 5, 17, 36, 64, 96))
 
 
-@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.usefixtures("checks_on_one_thread")
 def test_pre_and_post_norm_swapped_is_named_a_swap_and_norm_first_ignored_is_named_apart_from_it():
     """On one block a swapped `if not self.norm_first:` gives what norm_first ignored gives (a Post-Norm block
     normalising its inputs): it was named "norm_first ignored (always Pre-Norm)". The first visible case runs a
@@ -305,7 +300,7 @@ def test_pre_and_post_norm_swapped_is_named_a_swap_and_norm_first_ignored_is_nam
         assert_named(chapter.DECODER_BLOCK, _student_decoder(pre_norm_when=pre_norm_when), mistake, range(3))
 
 
-@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.usefixtures("checks_on_one_thread")
 def test_cross_attention_with_memory_as_the_queries_is_named_on_a_case_with_t_not_equal_to_s():
     """Where T ≠ S, cross_attn(memory, h) fails at the cross mask; the failure names the mistake, on a small input
     with T ≠ S (the ladder had T = S only: the input was too large to print), whatever the Residual does."""
@@ -320,7 +315,7 @@ def test_cross_attention_with_memory_as_the_queries_is_named_on_a_case_with_t_no
                  "cross-attention's arguments swapped: queries from memory", range(3))
 
 
-@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.usefixtures("checks_on_one_thread")
 def test_a_decoder_block_on_a_broken_residual_points_at_the_failing_encoder_block():
     """The notebook's DecoderBlock reuses the Residual written with the EncoderBlock; a broken one fails both."""
     notebook = types.ModuleType("a_students_notebook")
@@ -379,7 +374,7 @@ class DecoderBlock(nn.Module):
 """
 
 
-@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.usefixtures("checks_on_one_thread")
 def test_a_greedy_loop_with_src_mask_in_the_decoder_only_or_dropout_on_fails_the_visible_check_on_every_seed():
     """src_mask left out of the encoder passed the visible checks on 7 % of draws (seed 40: the case where no row
     ends took the first model whose tokens varied, whatever the mask did there); model.train() was shown by a hidden
@@ -389,7 +384,7 @@ def test_a_greedy_loop_with_src_mask_in_the_decoder_only_or_dropout_on_fails_the
     assert_named(chapter.GREEDY, _greedy(train=True), "dropout switched on while decoding", range(5))
 
 
-@pytest.mark.usefixtures("_one_thread")
+@pytest.mark.usefixtures("checks_on_one_thread")
 def test_a_greedy_loop_that_never_looks_at_eos_is_named_in_english_and_chinese_on_every_seed():
     """It was named "`finished` overwritten" (whose output it gives wherever no step ends every row at once), or only
     by its shape: the first visible case decodes one row, which ends before max_len and would go on after its end."""

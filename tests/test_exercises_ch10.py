@@ -16,16 +16,13 @@ from autograde.checking import CheckFailed
 from autograde.course import source_markdown
 from autograde.exercises import ch10_capstone as chapter
 from autograde.exercises.ch08_encoder_decoder import _greedy_variant
-from exercise_proofs import assert_named_in_both_languages, one_thread
+from exercise_proofs import assert_named_in_both_languages
 from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
 from tfm_ref.tasks import PAD_ID
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("checks_on_one_thread")
 
 
 def _hand_written_step(model, optimizer, batch, step, *, d_model, warmup, factor=1.0, smoothing=0.1):

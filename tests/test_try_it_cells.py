@@ -64,7 +64,7 @@ def kernel():
 def test_the_try_it_cells_run_with_the_instructors_solutions(assignment, kernel):
     notebook = _notebook_without_checks(assignment)
     folder = source_markdown(assignment).parent
-    # one thread, as tests/exercise_proofs.py's one_thread: torch's threads fight pytest-xdist's workers
+    # one thread, as tests/conftest.py's checks_on_one_thread: torch's threads fight pytest-xdist's workers
     start = f"%reset -f\n%cd {folder}\nimport torch\ntorch.set_num_threads(1)\ndel torch"
     notebook.cells.insert(0, nbformat.v4.new_code_cell(start))
     client = NotebookClient(notebook, km=kernel, timeout=300)
