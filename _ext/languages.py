@@ -21,6 +21,7 @@ link when it is followed (the headings keep the sources' anchors in every editio
 from __future__ import annotations
 
 import filecmp
+import os
 import re
 import shutil
 from pathlib import Path
@@ -100,8 +101,9 @@ _STATIC_LINK = re.compile(r"""(?<=["'(])((?:\.\./)*)_static/([^"'?#)\s]+)""")
 
 
 def share_static(edition_dir: Path, root_static: Path, depth: int) -> list[str]:
-    """Link the pages of the edition in ``edition_dir`` (``depth`` folders below the site's root) to the files of
-    ``root_static`` that its own ``_static`` has byte for byte, and delete its copies: the files deleted."""
+    """Link the pages of the edition in ``edition_dir`` (``depth`` folders below the site's root), and the style
+    sheets it keeps, to the files of ``root_static`` that its own ``_static`` has byte for byte, and delete its
+    copies: the files deleted."""
     static = edition_dir / "_static"
     shared = sorted(path.relative_to(static).as_posix() for path in static.rglob("*")
                     if path.is_file() and (root_static / path.relative_to(static)).is_file()
@@ -119,12 +121,37 @@ def share_static(edition_dir: Path, root_static: Path, depth: int) -> list[str]:
         relinked = _STATIC_LINK.sub(relink, text)
         if relinked != text:
             page.write_text(relinked, encoding="utf-8")
+    for sheet in static.rglob("*.css"):  # a style sheet of its own may load a shared file (a font)
+        if sheet.relative_to(static).as_posix() not in kept:
+            _relink_style_sheet(sheet, static, root_static, kept)
     for name in shared:
         (static / name).unlink()
     for folder in sorted((p for p in static.rglob("*") if p.is_dir()), reverse=True):  # the deepest first
         if not any(folder.iterdir()):
             folder.rmdir()
     return shared
+
+
+_URL = re.compile(r"""url\((['"]?)([^'")]+)\1\)""")
+
+
+def _relink_style_sheet(sheet: Path, static: Path, root_static: Path, shared: set[str]) -> None:
+    """Point the ``url(…)`` of ``sheet`` (in ``static``) that name one of the ``shared`` files at the root's copy."""
+    def relink(match: re.Match) -> str:
+        quote, url = match.groups()
+        path, query = re.match(r"([^?#]*)(.*)", url).groups()
+        if ":" in path or path.startswith("/"):
+            return match.group(0)  # data: and absolute URLs
+        target = os.path.normpath(sheet.parent / path)
+        name = Path(os.path.relpath(target, static)).as_posix()
+        if name not in shared:
+            return match.group(0)
+        return f"url({quote}{Path(os.path.relpath(root_static / name, sheet.parent)).as_posix()}{query}{quote})"
+
+    text = sheet.read_text(encoding="utf-8")
+    relinked = _URL.sub(relink, text)
+    if relinked != text:
+        sheet.write_text(relinked, encoding="utf-8")
 
 
 def _copy_into_site(app, exception) -> None:
