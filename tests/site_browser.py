@@ -66,9 +66,10 @@ def server():
     httpd.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """Headless Chromium (a 1280 × 900 window) that keeps the console's messages."""
+@contextmanager
+def chromium(network_log: bool = False):
+    """Headless Chromium (a 1280 × 900 window) that keeps the console's messages, and with ``network_log`` the
+    DevTools network events (``driver.get_log("performance")``)."""
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
         pytest.skip(f"needs {CHROMIUM} and {CHROMEDRIVER} (`make sysdeps` installs them)")
     from selenium import webdriver
@@ -81,12 +82,21 @@ def browser():
                  "--disable-background-networking", "--disable-component-update", "--no-first-run",
                  "--disable-sync", f"--user-data-dir={profile}", "--window-size=1280,900"):
         options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", **({"performance": "ALL"} if network_log else {})})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (`chromium`), one per test module."""
+    with chromium() as driver:
+        yield driver
 
 
 def wait(driver, condition, timeout: float = 30.0):

@@ -111,3 +111,73 @@ def test_an_edition_launches_its_published_notebook_everywhere():
     hub = urlsplit(buttons["JupyterHub"])
     assert f"{hub.scheme}://{hub.netloc}{hub.path}" == "https://hub.example.org/hub/user-redirect/git-pull"
     assert _pulled(buttons["JupyterHub"]) == expected
+
+
+def _extension(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "_ext" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_figures_are_numbered_per_chapter_in_the_books_order():
+    figure_numbers = _extension("figure_numbers")
+    sphinx_numbers = {"book/intro": {"figure": {"a": (1,)}},
+                      "book/01_attention": {"figure": {"b": (3,), "c": (2,)}, "table": {"t": (1,)}},
+                      "book/08_encoder_decoder": {"figure": {"d": (4,)}},
+                      "book/08b_decoding": {"figure": {"e": (5,)}},
+                      "book/glossary": {"figure": {"f": (6,)}}}
+    assert figure_numbers.number_per_chapter(sphinx_numbers) == {
+        "book/intro": {"figure": {"a": (1,)}},
+        "book/01_attention": {"figure": {"c": (1, 1), "b": (1, 2)}, "table": {"t": (1, 1)}},
+        "book/08_encoder_decoder": {"figure": {"d": (8, 1)}},
+        "book/08b_decoding": {"figure": {"e": (8, 2)}},  # a chapter in two pages: one count
+        "book/glossary": {"figure": {"f": (2,)}}}
+
+
+def test_an_edition_links_to_the_roots_identical_static_files(tmp_path):
+    languages = _extension("languages")
+    root_static, edition = tmp_path / "_static", tmp_path / "zh"
+    for static in (root_static, edition / "_static"):
+        (static / "scripts").mkdir(parents=True)
+        (static / "scripts" / "theme.js").write_text("same")
+    (root_static / "documentation_options.js").write_text("LANGUAGE: 'en'")
+    (edition / "_static" / "documentation_options.js").write_text("LANGUAGE: 'zh_CN'")
+    (edition / "book").mkdir()
+    (edition / "book" / "page.html").write_text(
+        '<script src="../_static/scripts/theme.js?v=1"></script><script src="../_static/documentation_options.js">'
+        '</script><p>_static/scripts/theme.js is named in the text</p>')
+    (edition / "index.html").write_text('<link href="_static/scripts/theme.js"/>')
+    for static in (root_static, edition / "_static"):  # a style sheet of its own that loads a shared font
+        (static / "fonts").mkdir()
+        (static / "fonts" / "icons.woff").write_bytes(b"font")
+    (root_static / "scripts" / "theme.css").write_text("root's")
+    (edition / "_static" / "scripts" / "theme.css").write_text(
+        '@font-face{src:url(../fonts/icons.woff?v=2) format("woff"),url("data:font/woff;base64,AA")}')
+    assert languages.share_static(edition, root_static, depth=1) == ["fonts/icons.woff", "scripts/theme.js"]
+    assert (edition / "_static" / "scripts" / "theme.css").read_text() == (
+        '@font-face{src:url(../../../_static/fonts/icons.woff?v=2) format("woff"),url("data:font/woff;base64,AA")}')
+    assert (edition / "book" / "page.html").read_text() == (
+        '<script src="../../_static/scripts/theme.js?v=1"></script><script src="../_static/documentation_options.js">'
+        '</script><p>_static/scripts/theme.js is named in the text</p>')
+    assert (edition / "index.html").read_text() == '<link href="../_static/scripts/theme.js"/>'
+    assert sorted(p.relative_to(edition / "_static").as_posix() for p in (edition / "_static").rglob("*")) == [
+        "documentation_options.js", "scripts", "scripts/theme.css"]
+
+
+def test_the_icons_a_site_shows_are_those_its_pages_and_style_sheets_name():
+    page_weight = _extension("page_weight")
+    stylesheet = ('.fa-github:before{content:"\\f09b"}.fa-bars:before,.fa-navicon:before{content:"\\f0c9"}'
+                  '.fa-sun:before{content:"\\f185"}html{--pst-icon-note:"\\f05a";--pst-icon-tip:"\uf0eb"}')
+    pages = ['<i class="fa-brands fa-github"></i>', 'button.innerHTML = "<i class=\\"fa-solid fa-navicon\\">"']
+    assert page_weight.icon_codepoints(stylesheet, pages) == {0xF09B, 0xF0C9, 0xF05A, 0xF0EB}
+
+
+def test_a_purged_style_sheet_keeps_the_rules_that_can_apply():
+    page_weight = _extension("page_weight")
+    css = (".used{a:1}.unused{b:2}.used .unused{c:3}p:not(.unused){d:4}.bs-tooltip-top{e:5}"
+           "@media (min-width:10px){.unused{f:6}.used>p{g:7}}@media print{.unused{h:8}}"
+           "@font-face{font-family:X}html[data-theme=dark]{i:9}.used,.unused{j:10}")
+    purged = page_weight.purge_stylesheet(css, ['<p class="used">', 'el.classList.add("also")'])
+    assert purged == (".used{a:1}p:not(.unused){d:4}.bs-tooltip-top{e:5}@media (min-width:10px){.used>p{g:7}}"
+                      "@font-face{font-family:X}html[data-theme=dark]{i:9}.used,.unused{j:10}")

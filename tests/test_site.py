@@ -2,7 +2,8 @@
 
 Every page of the table of contents is loaded in headless Chromium from a local HTTP server on
 127.0.0.1 and checked as a reader would see it: a title, rendered math, loaded figures, no
-JavaScript errors, internal links that resolve, and a search that finds things. A last test makes
+JavaScript errors, internal links that resolve, and a search that finds things; figures numbered per
+chapter ("Fig. 8.1") in both editions, and the Training results page's code folded. A last test makes
 sure no page, download or source copy of the site contains solution code.
 """
 from __future__ import annotations
@@ -15,7 +16,17 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from site_browser import ROOT, SITE, browser, server, shows_code, skip_unless_built, toc_pages, wait  # noqa: F401 (fixtures)
+from site_browser import (  # noqa: F401 (fixtures)
+    ROOT,
+    SITE,
+    browser,
+    edition_folders,
+    server,
+    shows_code,
+    skip_unless_built,
+    toc_pages,
+    wait,
+)
 
 skip_unless_built()
 
@@ -144,6 +155,37 @@ def test_search_finds_attention(server, browser):
     assert len(results) >= 3, f"search for 'attention' found {len(results)} pages"
     linked = " ".join(r.find_element("css selector", "a").get_attribute("href") for r in results)
     assert "01_attention" in linked, "search for 'attention' does not find the attention chapter"
+
+
+def test_training_results_shows_its_measurements_with_the_code_folded(server, browser):
+    page = "book/training_results.html"
+    cells = re.findall(r'<div class="cell( [^"]*)? docutils container"', (SITE / page).read_text(encoding="utf-8"))
+    assert cells and all("tag_hide-input" in classes for classes in cells), f"{page}: code cells not folded"
+    browser.get(f"{server}/{page}")
+    wait(browser, lambda d: d.execute_script("return document.readyState") == "complete")
+    shown = [e for e in browser.find_elements("css selector", ".cell_input") if e.is_displayed()]
+    assert not shown, f"{page}: {len(shown)} code cells show their source"
+    assert [e for e in browser.find_elements("css selector", ".cell_output img") if e.is_displayed()]
+
+
+# The number in a figure's caption ("Fig. 8.1", "图 8.1"), not a table's.
+_CAPTION_NUMBER = re.compile(r'<figcaption>\s*<p><span class="caption-number">[^<\d]*(\d+(?:\.\d+)*)')
+
+
+@pytest.mark.parametrize("folder", edition_folders())
+def test_figures_are_numbered_per_chapter(folder):
+    counted: dict[int | None, int] = {}  # figures so far, by chapter (None: the pages outside the chapters)
+    for page in PAGES:
+        if not (SITE / folder / page).is_file():
+            continue
+        numbers = _CAPTION_NUMBER.findall((SITE / folder / page).read_text(encoding="utf-8"))
+        found = re.match(r"book/(\d+)[a-z]?_", page)
+        chapter = int(found.group(1)) if found else None
+        first = counted.get(chapter, 0) + 1
+        expected = [f"{chapter}.{k}" if chapter else str(k) for k in range(first, first + len(numbers))]
+        assert numbers == expected, f"{folder}{page}: figures numbered {numbers}"
+        counted[chapter] = first + len(numbers) - 1
+    assert sum(n for chapter, n in counted.items() if chapter) >= 5, "hardly any figure found in the chapters"
 
 
 def _site_texts():

@@ -103,6 +103,17 @@ def test_the_switch_round_trips_in_the_browser(server, browser):
          and d.find_element("css selector", "article section > h1").text.startswith("2. Multi-head attention"))
 
 
+def test_the_switch_keeps_the_section_the_reader_is_at(server, browser):
+    _open(browser, server, "book/05_positional.html")
+    section = browser.execute_script("return document.querySelectorAll('article section section[id]')[1].id;")
+    browser.get(f"{server}/book/05_positional.html#{section}")
+    browser.find_element("css selector", "a.language-switch").click()
+    wait(browser, lambda d: d.current_url == f"{server}/{ZH}book/05_positional.html#{section}")
+    assert browser.find_elements("id", section), f"the Chinese page has no section {section}"
+    browser.find_element("css selector", "a.language-switch").click()
+    wait(browser, lambda d: d.current_url == f"{server}/book/05_positional.html#{section}")
+
+
 def test_the_switch_shows_on_a_phone(server, browser):
     with viewport(browser, PHONE):
         _open(browser, server, f"{ZH}book/intro.html")
