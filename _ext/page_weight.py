@@ -38,8 +38,10 @@ _MATHJAX_FILES = ["startup.js", "core.js", "input/tex.js", "input/tex/extensions
 ICON_FONTS = "vendor/fontawesome/webfonts"  # the theme's Font Awesome fonts, in _static
 _FONT_NAMES = ["fa-solid-900", "fa-regular-400", "fa-brands-400"]  # each a .ttf and a .woff2 there
 _UNPUBLISHED = ["scripts/fontawesome.js", "scripts/fontawesome.js.LICENSE.txt"]
-_CLASS_RULE = re.compile(r'((?:\.fa-[a-z0-9-]+:before,?)+)\{content:"\\([0-9a-f]+)"\}')
-_ICON_LITERAL = re.compile(r'"\\([ef][0-9a-f]{3})"')
+# (after `purge_stylesheet`, an escape ends with a space: "\f09b ")
+_CLASS_RULE = re.compile(r'((?:\.fa-[a-z0-9-]+:before,?)+)\{content:"\\([0-9a-f]+) ?"\}')
+# an icon a style sheet names: escaped ("\f05a"), or the character itself (Unicode's private use area)
+_ICON_LITERAL = re.compile(r'"(?:\\([ef][0-9a-f]{3}) ?|([\ue000-\uf8ff]))"')
 _ICON_CLASS = re.compile(r"\bfa-[a-z0-9-]+")
 # Classes that Bootstrap's scripts compose at run time (bs-tooltip-top, …): their rules are kept.
 _COMPOSED_CLASSES = ("bs-",)
@@ -76,7 +78,8 @@ def icon_codepoints(stylesheet: str, texts: list[str]) -> set[int]:
         for name in re.findall(r"fa-[a-z0-9-]+", classes):
             by_class[name] = int(codepoint, 16)
     used = {by_class[name] for text in texts for name in _ICON_CLASS.findall(text) if name[3:] and name in by_class}
-    return used | {int(codepoint, 16) for codepoint in _ICON_LITERAL.findall(_CLASS_RULE.sub("", stylesheet))}
+    named = _ICON_LITERAL.findall(_CLASS_RULE.sub("", stylesheet))
+    return used | {int(escaped, 16) if escaped else ord(character) for escaped, character in named}
 
 
 def _may_apply(selector: str, words: set[str]) -> bool:
