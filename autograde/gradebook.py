@@ -24,6 +24,7 @@ class Recorded:
     score: float  # before the late penalty
     penalty: float
     seconds_late: float
+    cells: dict[str, float]  # each graded cell's score: a score given by hand in formgrader, else the grader's
 
 
 def _open(db_url: str) -> Gradebook:
@@ -49,8 +50,9 @@ def recorded(db_url: str, pairs: list[tuple[str, str]]) -> dict[tuple[str, str],
     with _open(db_url) as gb:
         for student, assignment in pairs:
             if (submission := _submission(gb, student, assignment)) is not None:
+                cells = {grade.name: grade.score for notebook in submission.notebooks for grade in notebook.grades}
                 found[(student, assignment)] = Recorded(submission.score, submission.late_submission_penalty,
-                                                        submission.total_seconds_late)
+                                                        submission.total_seconds_late, cells)
     return found
 
 

@@ -173,6 +173,7 @@ def test_grades_csv_after_grading_again_has_the_score_given_by_hand(regraded):
         in_gradebook = gb.find_submission(A, "alice").score  # what formgrader, the feedback page and export show
     row = next(r for r in csv.DictReader(seen["second"]["grades.csv"].splitlines()) if r["student_id"] == "alice")
     assert float(row["score"]) == in_gradebook < float(row["max_score"])  # 1.5 by hand for a cell of 3
+    assert "masked_attention_hidden=1.5" in row["cells"].split(";")
 
 
 @pytest.mark.parametrize(("layout", "expected", "found"), [
