@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # import names that differ from the package's
-DISTRIBUTION = {"IPython": "ipython", "yaml": "pyyaml", "markdown_it": "markdown-it-py"}
+DISTRIBUTION = {"IPython": "ipython", "yaml": "pyyaml", "markdown_it": "markdown-it-py", "PIL": "pillow"}
 TRAINING = ("train.py", "bench.py", "cli.py")
 CLUSTER = ("cluster.py", "bench.py")  # Dask, for grading (and measuring it) on more machines than one
 PARTS = {  # part → (its files, the extras it may use besides the core)
