@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 
 __all__ = ["JUPYTER", "NOT_MARKDOWN", "Translate", "has_words", "messages", "translate_markdown"]
 
-Translate = Callable[[str], "str | None"]  # a message → its translation; itself or None where there is none
+Translate = Callable[[str], str | None]  # a message → its translation; itself or None where there is none
 
 JUPYTER = MarkdownIt("commonmark").enable("table")  # what JupyterLab renders: a ```{note} fence is code there
 # Directives whose body is not MyST prose: code, math, data, tables of contents.
