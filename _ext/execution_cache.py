@@ -1,7 +1,7 @@
 """The pages' execution cache: one per version of what the pages run against besides their own code.
 
 jupyter-cache knows a page by the code of its cells. The pages also run tfm_ref — its code, the results
-it recorded (``tfm_ref/results/*.json``), its checkpoints — under the installed PyTorch and matplotlib,
+it recorded (``tfm_lab/results/*.json``), its checkpoints — under the installed PyTorch and matplotlib,
 and a translated edition draws its figures' words from its catalogue (_ext/figure_texts.py). A page
 cached against older ones would show outdated outputs: a result recorded again, a bug fixed in tfm_ref.
 So each edition keeps its executions in a folder named by a hash of those inputs
@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from figure_texts import fingerprint
-from tfm_ref.widgets.static import code_fingerprint
+from tfm_widgets.static import code_fingerprint
 
 __all__ = ["keyed_cache", "setup"]
 

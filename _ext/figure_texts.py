@@ -2,7 +2,7 @@
 
 The pages' figures are drawn in their kernels, the widgets' states in this process (_ext/widget_states.py);
 both take their words from the edition's figures catalogue, ``locales/<language>/LC_MESSAGES/figures.po``,
-through `tfm_ref.widgets.figure_text`: installed here, and in every kernel of the build by an IPython
+through `tfm_widgets.figure_text`: installed here, and in every kernel of the build by an IPython
 startup file (``IPYTHONDIR`` is ``<build folder>/ipython`` while the book builds). The English edition
 translates nothing and records the messages its figures draw: a page's outputs carry them in their
 metadata, a widget's states in their manifest, so that they come back with the cached execution. The
@@ -28,7 +28,7 @@ from sphinx.util.i18n import CatalogInfo
 
 from book_site import _with_outputs
 from languages import edition, editions
-from tfm_ref.widgets.figure_text import CATALOGUE_VARIABLE, OUTPUT_KEY, install
+from tfm_widgets.figure_text import CATALOGUE_VARIABLE, OUTPUT_KEY, install
 
 __all__ = ["DOMAIN", "FIGURE_TEXTS", "fingerprint", "setup"]
 
@@ -36,7 +36,7 @@ DOMAIN = "figures"
 FIGURE_TEXTS = "figure_texts"  # a node's attribute: the messages of the figures it shows (widget_states)
 STARTUP = """\
 # Written by the book's build (_ext/figure_texts.py): figures in the edition's language, their messages recorded.
-from tfm_ref.widgets.figure_text import start_book_kernel
+from tfm_widgets.figure_text import start_book_kernel
 
 start_book_kernel(get_ipython())
 """

@@ -1,7 +1,7 @@
 """Every widget on the book's pages responds to its controls, with no kernel and nothing from outside the site.
 
 A widget's output in a page's notebook is an HTML snapshot that names the widget's static version
-(`tfm_ref.widgets.static.StaticRecipe`). For each snapshot this extension draws every state of
+(`tfm_widgets.static.StaticRecipe`). For each snapshot this extension draws every state of
 that version, with the widget's own drawing code, into ``_widgets/<hash>/`` of the site, and
 replaces the snapshot by the controls, the initial figures and the table of states. The page's
 script, ``_static/tfm-widgets.js`` (Jupyter Book adds every script and style sheet of ``_static/``
@@ -38,7 +38,7 @@ from sphinx.util.osutil import relative_uri
 
 from figure_texts import FIGURE_TEXTS, fingerprint
 from languages import edition, site_folder
-from tfm_ref.widgets.static import STATIC_HINT, StaticRecipe, StaticWidget, cached_render, code_fingerprint, static_html
+from tfm_widgets.static import STATIC_HINT, StaticRecipe, StaticWidget, cached_render, code_fingerprint, static_html
 from translation import TEXTS, _, has_words, page_translator
 
 FOLDER = "_widgets"

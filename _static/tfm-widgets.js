@@ -1,6 +1,6 @@
 /* The book's widgets without a kernel: when a control moves, show each figure's precomputed state.
  *
- * Each .tfm-widget (written by tfm_ref/widgets/static.py, see static_html) holds its controls
+ * Each .tfm-widget (written by tfm_widgets/static.py, see static_html) holds its controls
  * (data-control = the control's index), one figure per panel (data-panel), and a JSON table:
  * {initial: [value index per control], labels: [[value label, ...] per control],
  *  panels: [{controls: [control index, ...], states: {"i-j": file name | {error: message}}}]}.

@@ -1,10 +1,10 @@
 """Static audit of the student's own cells: what they should not do, as flags for an instructor to read.
 
 Best effort and never a score: code can hide what it does from a static reading, so no guarantee rests
-on it (autograde/README.md). Flags: ``imports-reference``, ``imports-grader``, ``patches-modules``,
-``reads-files``, ``runs-commands``, ``dynamic-code``, ``introspection``, ``torch-internals`` (torch's
-dispatcher, hooks and every private torch name), ``forbidden-call`` (a forbidden helper named),
-``syntax-error`` and ``unaudited-code``; what each covers is the sets below.
+on it (autograde/README.md). Flags: ``imports-reference`` (tfm_ref, and what tfm_widgets re-exports of it),
+``imports-grader``, ``patches-modules``, ``reads-files``, ``runs-commands``, ``dynamic-code``, ``introspection``,
+``torch-internals`` (torch's dispatcher, hooks and every private torch name), ``forbidden-call`` (a forbidden
+helper named), ``syntax-error`` and ``unaudited-code``; what each covers is the sets below.
 """
 from __future__ import annotations
 
@@ -55,15 +55,15 @@ _PROCESS_CALLS = {"fork", "forkpty", "kill", "killpg", "setsid", "execv", "execv
 
 
 def _reexported(name: str) -> bool:
-    """Is ``name`` (``tfm_ref.widgets.attention.softmax``) the reference re-exported by a widget module?"""
+    """Is ``name`` (``tfm_widgets.attention.softmax``) the reference re-exported by a widget module?"""
     module, _, attribute = name.rpartition(".")
     try:
         found = getattr(importlib.import_module(module), attribute, None)
     except ImportError:  # ``name`` is a module itself
         return False
     if isinstance(found, types.ModuleType):  # a module of the reference the widget imported (tfm_ref.attention)
-        return not found.__name__.startswith("tfm_ref.widgets")
-    return callable(found) and not str(getattr(found, "__module__", "")).startswith("tfm_ref.widgets")
+        return not found.__name__.startswith("tfm_widgets")
+    return callable(found) and not str(getattr(found, "__module__", "")).startswith("tfm_widgets")
 
 
 def _guarded(module: str | None) -> bool:
@@ -122,7 +122,7 @@ def _aliases(tree: ast.AST, bindings: dict[str, list[str]]) -> list[tuple[str, l
 def _module_flags(module: str) -> set[str]:
     top = module.split(".")[0]
     flags = set()
-    if top == "tfm_ref" and (not module.startswith("tfm_ref.widgets") or _reexported(module)):
+    if top == "tfm_ref" or (top == "tfm_widgets" and _reexported(module)):
         flags.add("imports-reference")
     if top == "autograde":
         flags.add("imports-grader")
@@ -286,12 +286,7 @@ def _attribute_flags(node: ast.Attribute, imported: dict[str, str]) -> set[str]:
         flags.add("dynamic-code")
     if node.attr in ("threading", "_thread"):  # a module's own import of them (queue.threading)
         flags.add("introspection")
-    # a widget module under a name of its own: what it re-exports of the reference is the reference
-    if root != "tfm_ref" and bound.startswith("tfm_ref.widgets.") and isinstance(node.value, ast.Name) \
-            and _reexported(f"{bound}.{node.attr}"):
-        flags.add("imports-reference")
-    # `import tfm_ref.widgets.x` binds the name tfm_ref, and with it the whole reference
-    if root == "tfm_ref" and bound.startswith("tfm_ref.widgets") and isinstance(node.value, ast.Name) \
-            and node.attr != "widgets":
+    # a widget module: what it re-exports of the reference is the reference
+    if bound.startswith("tfm_widgets.") and isinstance(node.value, ast.Name) and _reexported(f"{bound}.{node.attr}"):
         flags.add("imports-reference")
     return flags

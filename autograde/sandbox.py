@@ -48,7 +48,7 @@ def _installed_copies() -> list[str]:
     """Copies of autograde or tfm_ref in site-packages (a non-editable install): the sandbox hides them."""
     import site
 
-    return [os.path.join(folder, name) for folder in site.getsitepackages() for name in ("autograde", "tfm_ref")
+    return [os.path.join(folder, name) for folder in site.getsitepackages() for name in ("autograde", "tfm_ref", "tfm_lab")
             if os.path.isdir(os.path.join(folder, name))]
 
 

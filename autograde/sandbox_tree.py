@@ -1,7 +1,7 @@
 """What the sandbox holds while it grades an assignment: nothing that answers it, and none of the grader.
 
 `stage` writes, once per grading process, the folder shown read-only at ``/grading``: ``runtime/autograde/``
-(the runner's own modules, `RUNTIME`), ``trees/<assignment>/`` (tfm_ref with what answers the assignment
+(the runner's own modules, `RUNTIME`), ``trees/<assignment>/`` (tfm_ref and tfm_lab with what answers the assignment
 replaced by stubs raising `Withheld`, written from the syntax tree), and ``tfm/`` (where `autograde.zygote`
 mounts a runner's tree). What is withheld, and the models chapters 8 and 10 send (`model_sources`,
 `answered_by_models`), are described in autograde/README.md ("Nothing in the runner worth taking").
@@ -17,6 +17,7 @@ import types
 from collections.abc import Iterable
 from pathlib import Path
 
+import tfm_lab
 import tfm_ref
 
 from .check_models import MODEL_SOURCES
@@ -30,8 +31,9 @@ MOUNT = "/grading"
 RUNTIME = ("channel", "wire", "inputs", "display", "delegation", "evaluation", "building", "drivers",
            "check_models", "isolation", "zygote", "runner")
 """The modules of `autograde` the sandbox holds."""
-_PACKAGE = Path(tfm_ref.__file__).parent
-Name = tuple[str, str]  # (tfm_ref module, top-level name)
+_PACKAGES = {package.__name__: Path(package.__file__).parent for package in (tfm_ref, tfm_lab)}
+"""The course's packages a notebook may import, each staged with what answers the assignment withheld."""
+Name = tuple[str, str]  # (module of a course package, top-level name)
 
 
 # --------------------------------------------------------------------------- what is withheld
@@ -41,8 +43,9 @@ def _definitions() -> dict[str, tuple[ast.Module, dict[str, ast.stmt], dict[str,
     """Per tfm_ref module: its syntax tree, top-level definitions, and the tfm_ref names each uses (a re-exported
     name resolved to its definition)."""
     parsed, aliases = {}, {}
-    for path in sorted(_PACKAGE.rglob("*.py")):
-        parts = path.relative_to(_PACKAGE.parent).with_suffix("").parts
+    for path in sorted(p for package in _PACKAGES.values() for p in package.rglob("*.py")):
+        root = _root(path)
+        parts = (root.name, *path.relative_to(root).with_suffix("").parts)
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         tree = ast.parse(path.read_text(), str(path))
         bound = _imports(tree, module if parts[-1] == "__init__" else module.rpartition(".")[0])
@@ -82,21 +85,32 @@ def _imports(tree: ast.Module, package: str) -> dict[str, Name | str]:
             if node.level:
                 anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            if not base.startswith("tfm_ref"):
+            if not _in_course(base):
                 continue
             for alias in node.names:
                 target = f"{base}.{alias.name}"
                 bound[alias.asname or alias.name] = target if _is_module(target) else (base, alias.name)
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith("tfm_ref"):
-                    bound[alias.asname or alias.name.partition(".")[0]] = alias.name if alias.asname else "tfm_ref"
+                if _in_course(alias.name):
+                    top = alias.name.partition(".")[0]
+                    bound[alias.asname or top] = alias.name if alias.asname else top
     return bound
 
 
+def _in_course(module: str) -> bool:
+    return module.partition(".")[0] in _PACKAGES
+
+
+def _root(path: Path) -> Path:
+    """The course package that holds ``path``."""
+    return next(package for package in _PACKAGES.values() if path.is_relative_to(package))
+
+
 def _is_module(dotted: str) -> bool:
-    relative = Path(*dotted.split(".")[1:])
-    return (_PACKAGE / relative).with_suffix(".py").exists() or (_PACKAGE / relative / "__init__.py").exists()
+    top, *rest = dotted.split(".")
+    relative = _PACKAGES[top] / Path(*rest)
+    return relative.with_suffix(".py").exists() or (relative / "__init__.py").exists()
 
 
 def _uses(node: ast.stmt, names: dict[str, Name | str]) -> set[Name]:
@@ -125,7 +139,7 @@ def origin(obj: object) -> Name | None:
     """Where tfm_ref defines ``obj`` (a function or class), or None for anything else."""
     obj = inspect.unwrap(obj) if callable(obj) and not isinstance(obj, type) else obj
     module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
-    if isinstance(module, str) and module.startswith("tfm_ref") and "." not in name and name:
+    if isinstance(module, str) and _in_course(module) and "." not in name and name:
         return module, name
     return None
 
@@ -154,7 +168,7 @@ def _seeds(exercise) -> set[Name]:
 def _owner(item: object) -> Name | None:
     """The top-level tfm_ref object an allowed function is, or is a method of."""
     module, qualname = getattr(item, "__module__", None), getattr(item, "__qualname__", "")
-    if isinstance(module, str) and module.startswith("tfm_ref") and qualname:
+    if isinstance(module, str) and _in_course(module) and qualname:
         return module, qualname.split(".")[0]
     return None
 
@@ -198,8 +212,9 @@ def answered_by_models(assignment: str) -> frozenset[str]:
 
 
 def _path(module: str) -> Path:
-    relative = Path(*module.split(".")[1:])
-    return _PACKAGE / relative / "__init__.py" if (_PACKAGE / relative).is_dir() else (_PACKAGE / relative).with_suffix(".py")
+    top, *rest = module.split(".")
+    relative = _PACKAGES[top] / Path(*rest)
+    return relative / "__init__.py" if relative.is_dir() else relative.with_suffix(".py")
 
 
 # --------------------------------------------------------------------------- the staged folder
@@ -251,7 +266,7 @@ def stage(destination: Path, assignments: Iterable[str]) -> Path:
     (runtime / "__init__.py").write_text(_SANDBOX_INIT)
     (destination / "tfm").mkdir()
     for assignment in assignments:
-        _write_tree(destination / "trees" / assignment / "tfm_ref", assignment)
+        _write_tree(destination / "trees" / assignment, assignment)
     for folder, dirs, files in os.walk(destination):
         os.chmod(folder, 0o755)
         for name in files:
@@ -260,14 +275,16 @@ def stage(destination: Path, assignments: Iterable[str]) -> Path:
 
 
 def _write_tree(target: Path, assignment: str) -> None:
-    shutil.copytree(_PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__", "*.py", "checkpoints"))
+    for name, package in _PACKAGES.items():
+        shutil.copytree(package, target / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.py", "checkpoints", "results"))
     names = withheld(assignment)
     for module, (tree, defined, _) in _definitions().items():
         held = {name for m, name in names if m == module}
-        path = target / _path(module).relative_to(_PACKAGE)
+        path = target / _path(module).relative_to(_root(_path(module)).parent)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(ast.unparse(_stubbed(tree, held, module, assignment)) if held else _path(module).read_text())
-    (target / "_withheld.py").write_text(_STUB_MODULE)
+    (target / "tfm_ref" / "_withheld.py").write_text(_STUB_MODULE)
 
 
 def _stubbed(tree: ast.Module, held: set[str], module: str, assignment: str) -> ast.Module:

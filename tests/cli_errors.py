@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-# Bad input both `python -m tfm_ref.train` and `python -m tfm_ref.bench` must refuse in one line
+# Bad input both `python -m tfm_lab.train` and `python -m tfm_lab.bench` must refuse in one line
 # (CUDA is made unavailable by the tests), and a part of what the line must say.
 BAD_INPUT_EITHER_CLI = [
     (["--steps", "-3"], "steps must be at least 1, got -3"),

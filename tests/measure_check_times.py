@@ -23,7 +23,7 @@ from autograde.exercises.ch08_encoder_decoder import _greedy_variant
 from autograde.spec import Exercise
 from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
-from tfm_ref.tasks import PAD_ID
+from tfm_lab.tasks import PAD_ID
 
 BUSY = [sys.executable, "-c", "while True: pass"]
 

@@ -24,10 +24,9 @@ from autograde.audit import audit
     ("from torch import jit\nscripted = jit.script(f)", "torch-internals"),
     ("scripted = torch.jit.script(f)  # torch from the setup cell", "torch-internals"),
     ("from torch.overrides import handle_torch_function", "torch-internals"),
-    ("from tfm_ref.widgets.attention import softmax  # the reference, re-exported", "imports-reference"),
-    ("import tfm_ref.widgets.alignment\nsoftmax = tfm_ref.softmax", "imports-reference"),
-    ("import tfm_ref.widgets.attention as w\nsoftmax = w.softmax", "imports-reference"),
-    ("from tfm_ref.widgets import attention as w\nsoftmax = w.softmax", "imports-reference"),
+    ("from tfm_widgets.attention import softmax  # the reference, re-exported", "imports-reference"),
+    ("import tfm_widgets.attention as w\nsoftmax = w.softmax", "imports-reference"),
+    ("from tfm_widgets import attention as w\nsoftmax = w.softmax", "imports-reference"),
     ("import inspect\nframe = inspect.currentframe()", "introspection"),
     ("import inspect\nsig = inspect.signature(f)\nstack = inspect.stack()", "introspection"),
     ("frame = inspect.currentframe()  # inspect imported in another cell", "introspection"),
@@ -39,7 +38,7 @@ from autograde.audit import audit
     ("class H:\n    __annotations__ = {'x': 'exec(payload)'}", "dynamic-code"),
     ("hop = g().gi_code.replace(co_filename=name)", "introspection"),
     ("defaults = f.__kwdefaults__", "introspection"),
-    ("from tfm_ref.widgets.alignment import attention  # the reference's module, imported by a widget",
+    ("from tfm_widgets.alignment import attention  # the reference's module, imported by a widget",
      "imports-reference"),
     ("import operator, sys\nloaded = operator.attrgetter('modules')(sys)", "dynamic-code"),
     ("import pickle\nfork = pickle.loads(b'cposix\\nfork\\n)R.')", "dynamic-code"),
@@ -65,7 +64,7 @@ from autograde.audit import audit
     ("Mode = getattr(getattr(torch, 'overrides'), 'TorchFunctionMode')", "torch-internals"),
     ("class Late:\n    def __del__(self):\n        pass", "introspection"),
     ("Late = type('Late', (), {'__del__': finish})", "introspection"),
-    ("from tfm_ref.widgets import attention as w\nsoftmax = getattr(w, 'softmax')", "imports-reference"),
+    ("from tfm_widgets import attention as w\nsoftmax = getattr(w, 'softmax')", "imports-reference"),
     # round 9: getattr and import by other names, and names spelled in pieces
     ("import string\nframe = string.Formatter().get_field('0.f_back', [f], {})[0]", "dynamic-code"),
     ("loaded = '{0.modules}'.format(sys)", "dynamic-code"),
@@ -97,7 +96,7 @@ def test_audit_flags_what_student_code_should_not_do(code, flag):
     (["import inspect as ins", "frame = ins.currentframe()"], "introspection"),
     (["import inspect as ins\ndef unused():\n    import math as ins", "frame = ins.stack()"], "introspection"),
     (["import torch as T", "ops = T._C"], "torch-internals"),
-    (["import tfm_ref.widgets.attention as w", "softmax = w.softmax"], "imports-reference"),
+    (["import tfm_widgets.attention as w", "softmax = w.softmax"], "imports-reference"),
 ], ids=["inspect-alias", "alias-bound-twice", "torch-alias", "widget-alias"])
 def test_audit_reads_a_name_imported_in_one_cell_as_that_module_in_every_cell(cells, flag):
     """The cells share one namespace; a name bound to two modules is read as either."""
@@ -125,7 +124,7 @@ def test_audit_leaves_ordinary_code_clean(code):
 
 
 def test_audit_leaves_ordinary_solutions_and_widgets_clean():
-    solution = ("import math\nimport torch\nfrom tfm_ref.widgets.attention import attention_explorer\n"
+    solution = ("import math\nimport torch\nfrom tfm_widgets.attention import attention_explorer\n"
                 "def softmax(x, dim=-1):\n    m = x.amax(dim=dim, keepdim=True)\n    e = torch.exp(x - m)\n"
                 "    out = e / e.sum(dim=dim, keepdim=True)\n    out[0] = out[0]\n    return out\n")
     decoding = "model.eval()\nfast = torch.compile(model)\n"  # a model's eval, torch's compile: not the builtins

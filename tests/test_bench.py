@@ -1,4 +1,4 @@
-"""tfm_ref.bench: the comparison runs on CPU, its FLOP formula matches PyTorch's FLOP counter, the
+"""tfm_lab.bench: the comparison runs on CPU, its FLOP formula matches PyTorch's FLOP counter, the
 peak for MFU follows the GPU's name, sizes fit the memory, and bad input is one line."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import torch.nn.functional as F
 from cli_errors import BAD_INPUT_EITHER_CLI, error_line
 from torch.utils.flop_counter import FlopCounterMode
 
-from tfm_ref import bench
+from tfm_lab import bench
 from tfm_ref.attention import scaled_dot_product_attention, sdpa_attention
-from tfm_ref.bench import (
+from tfm_lab.bench import (
     DEVICE_SIZES,
     TINY,
     BenchConfig,
@@ -29,11 +29,11 @@ from tfm_ref.bench import (
     training_flops,
     training_memory,
 )
-from tfm_ref.cli import SettingsError
+from tfm_lab.cli import SettingsError
 from tfm_ref.config import TransformerConfig
-from tfm_ref.train import token_loss_sum
+from tfm_lab.train import token_loss_sum
 from tfm_ref.transformer import Transformer
-from tfm_ref.widgets.efficiency import PeakMemory
+from tfm_widgets.efficiency import PeakMemory
 
 
 def _models(cfg: BenchConfig):
@@ -44,7 +44,7 @@ def _models(cfg: BenchConfig):
 
 @pytest.mark.slow
 def test_bench_cli_runs_on_cpu_and_prints_json_last():
-    result = subprocess.run([sys.executable, "-m", "tfm_ref.bench", "--tiny", "--device", "cpu"],
+    result = subprocess.run([sys.executable, "-m", "tfm_lab.bench", "--tiny", "--device", "cpu"],
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
@@ -286,5 +286,5 @@ def test_a_small_memory_limit_shrinks_the_batch_and_says_so(planned, capsys):
 def test_cli_bad_input_is_one_error_line_and_exit_status_2(args, says, tmp_path, capsys, monkeypatch, planned):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     error = error_line(bench.main, ["--tiny", "--device", "cpu", *args], capsys, tmp_path)
-    assert error.startswith("python -m tfm_ref.bench: error: ")
+    assert error.startswith("python -m tfm_lab.bench: error: ")
     assert says.format(file=tmp_path / "file", folder=tmp_path) in error and not planned

@@ -1,10 +1,10 @@
-"""tfm_ref.cli: devices that do not exist and folders that cannot be written are one clear error."""
+"""tfm_lab.cli: devices that do not exist and folders that cannot be written are one clear error."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from tfm_ref.cli import OneLineParser, SettingsError, check_writable_folder, pick_device
+from tfm_lab.cli import OneLineParser, SettingsError, check_writable_folder, pick_device
 
 
 def test_pick_device_reads_the_names_it_documents(monkeypatch):

@@ -19,7 +19,7 @@ from autograde.exercises.ch08_encoder_decoder import _greedy_variant
 from exercise_proofs import assert_named_in_both_languages
 from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
-from tfm_ref.tasks import PAD_ID
+from tfm_lab.tasks import PAD_ID
 
 
 pytestmark = pytest.mark.usefixtures("checks_on_one_thread")

@@ -1,4 +1,4 @@
-"""tfm_ref.widgets.figure_text: the words of a figure come out in the catalogue's language, their numbers
+"""tfm_widgets.figure_text: the words of a figure come out in the catalogue's language, their numbers
 kept; the English messages drawn are recorded; a glyph no font has is an error. In a kernel of the book's
 build too (`start_book_kernel`). The build's use of it: test_figure_texts.py; the book: test_site_zh.py."""
 from __future__ import annotations
@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from nbclient import NotebookClient
 
-from tfm_ref.widgets import figure_text
-from tfm_ref.widgets.display import figure_png
+from tfm_widgets import figure_text
+from tfm_widgets.display import figure_png
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK_FONTS = matplotlib.rc_params_from_file(ROOT / "book" / "matplotlibrc", use_default_template=False)
@@ -142,7 +142,7 @@ def test_a_glyph_missing_from_every_font_is_an_error(hook):
 
 NOTEBOOK = """\
 from matplotlib.figure import Figure
-from tfm_ref.widgets.controls import figure_image
+from tfm_widgets.controls import figure_image
 fig = Figure(figsize=(3, 2))
 fig.subplots().set_xlabel("sequence length")
 figure_image(fig)
@@ -153,7 +153,7 @@ def _run_in_book_kernel(tmp_path: Path, catalogue: Path | None, monkeypatch) -> 
     """A notebook run by a kernel set up as the book's build sets them up (_ext/figure_texts.py)."""
     startup = tmp_path / "ipython" / "profile_default" / "startup" / "00-figure-texts.py"
     startup.parent.mkdir(parents=True, exist_ok=True)
-    startup.write_text("from tfm_ref.widgets.figure_text import start_book_kernel\nstart_book_kernel(get_ipython())\n")
+    startup.write_text("from tfm_widgets.figure_text import start_book_kernel\nstart_book_kernel(get_ipython())\n")
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
     if catalogue is None:
         monkeypatch.delenv(figure_text.CATALOGUE_VARIABLE, raising=False)

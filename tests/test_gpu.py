@@ -1,7 +1,7 @@
 """On a GPU, the fast paths equal the readable ones: the fused bf16 attention kernels, a
 torch.compile'd training step, and the trainer compiled, with CUDA graphs too; and a batch goes
 up without waiting for the GPU. Skipped without CUDA (CI has none); run them where one is lent
-(`tfm_ref/results/measure_gpu.py tests`)."""
+(`tfm_lab/results/measure_gpu.py tests`)."""
 import copy
 import time
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import tfm_ref
-from tfm_ref.tasks import DateTask
-from tfm_ref.train import TrainConfig, train
+from tfm_lab.tasks import DateTask
+from tfm_lab.train import TrainConfig, train
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -1,4 +1,4 @@
-"""tfm_ref/results/measure_capstone.py: it runs the capstone notebook's full run as the notebook does and records
+"""tfm_lab/results/measure_capstone.py: it runs the capstone notebook's full run as the notebook does and records
 what it took and reached (here on a notebook whose run is cut to a few steps), and the recorded figure the
 notebook prints is one it made."""
 import json
@@ -10,7 +10,7 @@ import pytest
 from autograde.release import source_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tfm_ref" / "results"))
+sys.path.insert(0, str(ROOT / "tfm_lab" / "results"))
 import measure_capstone  # noqa: E402
 
 RUN = "steps, batch_size, checkpoint_every, checkpoints_averaged = 800, 128, 50, 4"
@@ -29,6 +29,6 @@ def test_the_notebooks_full_run_is_timed_and_scored(tmp_path):
 
 
 def test_the_recorded_run_is_the_notebooks():
-    record = json.loads((ROOT / "tfm_ref" / "results" / "cpu_capstone.json").read_text())
-    assert record["command"].startswith("python3 tfm_ref/results/measure_capstone.py")
+    record = json.loads((ROOT / "tfm_lab" / "results" / "cpu_capstone.json").read_text())
+    assert record["command"].startswith("python3 tfm_lab/results/measure_capstone.py")
     assert record["summary"]["steps"] == 800 and record["summary"]["batch_size"] == 128

@@ -1,4 +1,4 @@
-"""tfm_ref/results/measure_gpu.py, the one command that re-measures the GPU records, run on a CPU
+"""tfm_lab/results/measure_gpu.py, the one command that re-measures the GPU records, run on a CPU
 with tiny settings: its records have the layout the book reads from the recorded files, a part
 that fails does not stop the others, and with a budget the most needed runs go first and what
 does not fit is skipped."""
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-RESULTS = Path(__file__).resolve().parents[1] / "tfm_ref" / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "tfm_lab" / "results"
 TINY_RECIPE = "--task dates --batch-size 16 --steps 4 --eval-every 2 --eval-size 50 --warmup 1"
 
 
@@ -44,7 +44,7 @@ def test_the_date_record_has_the_recorded_layout_with_one_run_per_seed(measure_g
     assert record["train_config"]["batch_size"] == 16 and record["train_config"]["seed"] == "{seed}"
     baseline = record["eager_baseline"]
     assert baseline["seed"] == 0 and set(baseline) == set(record["runs"][0]) | {"command"}
-    assert baseline["command"] == f"python -m tfm_ref.train {TINY_RECIPE} --device cpu --seed 0 --no-progress " \
+    assert baseline["command"] == f"python -m tfm_lab.train {TINY_RECIPE} --device cpu --seed 0 --no-progress " \
                                   "--out runs/eager"
     assert reached == "seed 0: 99.9% not reached; eager baseline 0: 99.9% not reached; seed 1: 99.9% not reached"
     assert "dates, seed 1: 99.9% not reached, final accuracy" in capsys.readouterr().out
@@ -69,7 +69,7 @@ def test_the_bench_record_has_the_recorded_layout_and_its_command(measure_gpu, t
         assert set(recorded) - {"machine"} <= set(record)
         compiled_only = {"ratio_vs_torch_compiled_loss", "torch_compiled_loss_tokens_per_s"}  # --tiny compiles nothing
         assert set(recorded["summary"]) - compiled_only <= set(record["summary"])
-    assert record["command"] == "python -m tfm_ref.bench --tiny --out bench.json" and record["device"] == "cpu"
+    assert record["command"] == "python -m tfm_lab.bench --tiny --out bench.json" and record["device"] == "cpu"
     assert headline == f"{record['summary']['ratio_vs_torch']:.3f}× nn.Transformer's tokens/s"
 
 
@@ -124,12 +124,12 @@ def test_a_failing_part_is_reported_and_the_next_one_still_runs(measure_gpu, tmp
                                "--recipe", TINY_RECIPE + " --lr -1"])
     out = capsys.readouterr().out
     assert status == 1 and "dates: failed" in out
-    assert "seed 0: exit 2: python -m tfm_ref.train: error: lr must be positive, got -1.0" in out  # the cause
+    assert "seed 0: exit 2: python -m tfm_lab.train: error: lr must be positive, got -1.0" in out  # the cause
     assert "$ " in (tmp_path / "measure_gpu.log").read_text()  # each command above its output
     assert not (tmp_path / "date.json").exists() and (tmp_path / "bench.json").exists()
     assert (tmp_path / "bench_profile.txt").read_text().startswith("tfm_ref_eager, BenchConfig(d_model=64")
     assert json.loads((tmp_path / "bench.json").read_text())["command"] == \
-        "python -m tfm_ref.bench --tiny --profile ./bench_profile.txt --out bench.json"
+        "python -m tfm_lab.bench --tiny --profile ./bench_profile.txt --out bench.json"
 
 
 @pytest.mark.slow
@@ -210,7 +210,7 @@ def test_d_model_1024_at_batch_128_differs_from_the_recorded_run_only_in_its_bat
         measure_gpu.BENCH_D1024_ARGS.split() + ["--batch-size", "128", "--memory-gib", "78"]
     assert measure_gpu.BENCH_D1024_B128_NO_DROPOUT_ARGS.split() == \
         measure_gpu.BENCH_D1024_B128_ARGS.split() + ["--dropout", "0"]
-    bench = pytest.importorskip("tfm_ref.bench")
+    bench = pytest.importorskip("tfm_lab.bench")
     recorded = json.loads((RESULTS / "h100_bench_d1024_rerun.json").read_text())
     config = bench.BenchConfig(**{k: recorded["config"][k] for k in ("d_model", "n_heads", "d_ff", "vocab_size",
                                                                       "seq_len", "n_layers")}, batch_size=128)

@@ -1,5 +1,5 @@
 """What each part of the course needs is declared where pip reads it (pyproject.toml): tfm_ref needs
-PyTorch alone, its widgets, its training tools and the grader each an extra of their own."""
+PyTorch alone; the widgets, the lab's training tools and the grader each an extra of their own."""
 import ast
 import re
 import subprocess
@@ -13,12 +13,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # import names that differ from the package's
 DISTRIBUTION = {"IPython": "ipython", "yaml": "pyyaml", "markdown_it": "markdown-it-py", "PIL": "pillow"}
-TRAINING = ("train.py", "bench.py", "cli.py")
 CLUSTER = ("cluster.py", "bench.py")  # Dask, for grading (and measuring it) on more machines than one
 PARTS = {  # part → (its files, the extras it may use besides the core)
-    "tfm_ref": ([p for p in (ROOT / "tfm_ref").rglob("*.py") if "widgets" not in p.parts and p.name not in TRAINING], ()),
-    "tfm_ref.widgets": (list((ROOT / "tfm_ref" / "widgets").rglob("*.py")), ("widgets",)),
-    "tfm_ref training": ([ROOT / "tfm_ref" / name for name in TRAINING], ("train",)),
+    "tfm_ref": (list((ROOT / "tfm_ref").rglob("*.py")), ()),
+    "tfm_widgets": (list((ROOT / "tfm_widgets").rglob("*.py")), ("widgets",)),
+    "tfm_lab": (list((ROOT / "tfm_lab").rglob("*.py")), ("train",)),
     "autograde": ([p for p in (ROOT / "autograde").rglob("*.py") if p.name not in CLUSTER], ("grade",)),
     "autograde on a cluster": ([ROOT / "autograde" / name for name in CLUSTER], ("grade", "cluster")),
 }
@@ -37,7 +36,7 @@ def _third_party(files: list[Path]) -> dict[str, str]:
                 [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
             for module in modules:
                 top = module.split(".")[0]
-                if top not in sys.stdlib_module_names and top not in ("tfm_ref", "autograde"):
+                if top not in sys.stdlib_module_names and top not in ("tfm_ref", "tfm_lab", "tfm_widgets", "autograde"):
                     found.setdefault(top, str(path.relative_to(ROOT)))
     return found
 
@@ -52,7 +51,6 @@ def test_every_import_of_a_part_is_declared_for_it(part):
 
 
 @pytest.mark.parametrize(("module", "absent"), [
-    ("tfm_ref", ("ipywidgets", "matplotlib", "nbgrader")),
     ("autograde.audit", ("torch", "nbgrader")),
     ("autograde", ("torch", "nbformat")),
 ])

@@ -1,4 +1,4 @@
-"""tfm_ref.pretrained: the shipped date model translates freshly generated dates."""
+"""tfm_lab.pretrained: the shipped date model translates freshly generated dates."""
 from __future__ import annotations
 
 import datetime as dt
@@ -6,8 +6,8 @@ import datetime as dt
 import pytest
 import torch
 
-from tfm_ref.pretrained import DATE_MODEL_PATH, load_date_model
-from tfm_ref.tasks import FORMATS, render
+from tfm_lab.pretrained import DATE_MODEL_PATH, load_date_model
+from tfm_lab.tasks import FORMATS, render
 
 
 @pytest.fixture(scope="module")

@@ -69,7 +69,7 @@ def _helpers_imported(assignment: str) -> set[tuple[str, str]]:
         if cell.cell_type != "code" or "widget" in cell.metadata.get("tags", []):
             continue
         for node in ast.walk(ast.parse(cell.source)):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tfm_ref"):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("tfm_ref", "tfm_lab")):
                 for alias in node.names:
                     value = getattr(__import__(node.module, fromlist=[alias.name]), alias.name)
                     if (where := sandbox_tree.origin(value)) is not None:
@@ -89,7 +89,7 @@ def test_the_capstone_keeps_the_pieces_its_setup_cell_imports():
 
 @pytest.mark.parametrize("assignment", chapter_ids())
 def test_every_module_of_a_tree_imports(staged, assignment):
-    modules = sorted({m for m in sandbox_tree._definitions() if not m.startswith("tfm_ref.widgets")})
+    modules = sorted(sandbox_tree._definitions())
     result = _run_in_tree(staged, assignment, f"import importlib\nfor m in {modules!r}:\n    importlib.import_module(m)\n"
                                               "import tfm_ref\nprint(tfm_ref.__file__)")
     assert result.returncode == 0, result.stderr

@@ -36,7 +36,7 @@ CHAPTERS = [page for page in toc_pages() if re.match(r"book/0[1-9]_", page)]
 # Every edition shows the same widgets: the Chinese one (zh/) links to the English build's figures.
 EDITION_CHAPTERS = [folder + page for folder in edition_folders() for page in CHAPTERS]
 # A figure shown at less than this fraction of its natural width would make its 9 pt text (12.5 px at
-# tfm_ref.widgets.display.PAGE_DPI) smaller than 10 px.
+# tfm_widgets.display.PAGE_DPI) smaller than 10 px.
 SMALLEST_SCALE = 0.8
 
 

@@ -1,4 +1,4 @@
-"""tfm_ref.tasks: every generator against an independent computation of its answers."""
+"""tfm_lab.tasks: every generator against an independent computation of its answers."""
 from __future__ import annotations
 
 import datetime as dt
@@ -6,11 +6,11 @@ import datetime as dt
 import pytest
 import torch
 
-from tfm_ref.tasks import (
+from tfm_lab.tasks import (
     DATE_VOCAB, FORMATS, IGNORE_INDEX, AdditionTask, CopyTask, DateTask, ReverseTask, SortTask, Vocab, heldout_hash,
     make_task, render,
 )
-from tfm_ref.tasks.dates import FIRST_DAY, LAST_DAY
+from tfm_lab.tasks.dates import FIRST_DAY, LAST_DAY
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The private PyTorch names tfm_ref and autograde use, pinned.
+"""The private PyTorch names the course's packages use, pinned.
 
 PyTorch may move or change a name that starts with an underscore in any release. Each one used
 here is listed with what needs it, and tested for what that code needs from it: after an
@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # private name → the code that needs it, and what for
 PRIVATE_USES = {
-    "torch.utils._python_dispatch.TorchDispatchMode": "tfm_ref/widgets/efficiency.py: PeakMemory sees every operator",
-    "torch.utils._pytree.tree_flatten": "tfm_ref/widgets/efficiency.py: PeakMemory finds the tensors among arguments",
+    "torch.utils._python_dispatch.TorchDispatchMode": "tfm_widgets/efficiency.py: PeakMemory sees every operator",
+    "torch.utils._pytree.tree_flatten": "tfm_widgets/efficiency.py: PeakMemory finds the tensors among arguments",
     "torch._tensor_str.printoptions": "autograde/display.py: feedback prints tensors with 4 decimals",
     "torch._softmax": "autograde/exercises/ch01_attention.py: a softmax the student may not call",
     "torch.nn.modules.transformer._generate_square_subsequent_mask":
@@ -40,7 +40,7 @@ PRIVATE_USES = {
     "torch._scaled_dot_product_flash_attention_for_cpu": "autograde/exercises/ch09_efficient.py: an attention kernel",
     "torch._scaled_dot_product_efficient_attention": "autograde/exercises/ch09_efficient.py: an attention kernel",
     "torch._inductor.async_compile.shutdown_compile_workers":
-        "tfm_ref/train.py: compiling is over, its workers must not take the CPU from training "
+        "tfm_lab/train.py: compiling is over, its workers must not take the CPU from training "
         "(tests/test_train.py starts a pool and sees it ended)",
 }
 # `torch.a._b.c` as an expression, and `from torch.a._b import c`
@@ -70,7 +70,8 @@ def _private_names_in(source: str) -> set[str]:
 
 def test_every_private_name_in_the_code_is_pinned_here_and_no_other():
     found = {}
-    for path in [*ROOT.glob("tfm_ref/**/*.py"), *ROOT.glob("autograde/**/*.py")]:
+    packages = ("tfm_ref", "tfm_lab", "tfm_widgets", "autograde")
+    for path in (path for package in packages for path in ROOT.glob(f"{package}/**/*.py")):
         for name in _private_names_in(path.read_text(encoding="utf-8")):
             found.setdefault(name, path.relative_to(ROOT).as_posix())
     unpinned = {name: where for name, where in found.items() if name not in PRIVATE_USES}

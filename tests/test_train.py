@@ -1,4 +1,4 @@
-"""tfm_ref.train: a tiny model learns; resume and data parallelism change nothing; bad input is one line."""
+"""tfm_lab.train: a tiny model learns; resume and data parallelism change nothing; bad input is one line."""
 from __future__ import annotations
 
 import io
@@ -13,13 +13,13 @@ import pytest
 import torch
 from cli_errors import BAD_INPUT_EITHER_CLI, error_line
 
-from tfm_ref.cli import SettingsError
+from tfm_lab.cli import SettingsError
 from tfm_ref.decoding import lm_generate
-from tfm_ref.pretrained import load_date_model
+from tfm_lab.pretrained import load_date_model
 from tfm_ref.schedule import noam_lr
 from tfm_ref.losses import label_smoothed_cross_entropy
-from tfm_ref.tasks import IGNORE_INDEX, CopyTask, DateTask
-from tfm_ref.train import (
+from tfm_lab.tasks import IGNORE_INDEX, CopyTask, DateTask
+from tfm_lab.train import (
     TrainConfig,
     _evaluate,
     autocast_dtype,
@@ -36,7 +36,7 @@ from tfm_ref.train import (
     train,
     warm_up,
 )
-import tfm_ref.train as train_module
+import tfm_lab.train as train_module
 
 TINY = dict(d_model=64, n_heads=4, d_ff=128, n_decoder_layers=2)
 TINY_SEQ2SEQ = dict(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1)
@@ -368,11 +368,11 @@ def test_two_process_ddp_matches_one_process(task, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     ddp = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
-         "tfm_ref.train", *args, "--out", str(tmp_path / "ddp"), "--export", str(tmp_path / "ddp.pt")],
+         "tfm_lab.train", *args, "--out", str(tmp_path / "ddp"), "--export", str(tmp_path / "ddp.pt")],
         capture_output=True, text=True, env=env, timeout=240)
     assert ddp.returncode == 0, ddp.stderr[-2000:]
     single = subprocess.run(
-        [sys.executable, "-m", "tfm_ref.train", *args, "--out", str(tmp_path / "one"), "--export", str(tmp_path / "one.pt")],
+        [sys.executable, "-m", "tfm_lab.train", *args, "--out", str(tmp_path / "one"), "--export", str(tmp_path / "one.pt")],
         capture_output=True, text=True, env=env, timeout=240)
     assert single.returncode == 0, single.stderr[-2000:]
     summaries = [json.loads(out.stdout.strip().splitlines()[-1]) for out in (ddp, single)]
@@ -392,7 +392,7 @@ def test_two_process_ddp_matches_one_process(task, tmp_path):
 @pytest.mark.slow
 def test_cli_prints_a_json_summary_last(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "tfm_ref.train", "--task", "sort", "--n-digits", "3", "--steps", "3", "--batch-size", "8",
+        [sys.executable, "-m", "tfm_lab.train", "--task", "sort", "--n-digits", "3", "--steps", "3", "--batch-size", "8",
          "--eval-every", "3", "--eval-size", "20", "--d-model", "32", "--n-heads", "2", "--d-ff", "32",
          "--device", "cpu", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -468,5 +468,5 @@ def test_cli_bad_input_is_one_error_line_and_exit_status_2(args, says, tmp_path,
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     error = error_line(main, ["--task", "copy", "--steps", "2", "--device", "cpu", "--no-progress", *args], capsys,
                        tmp_path)
-    assert error.startswith("python -m tfm_ref.train: error: ")
+    assert error.startswith("python -m tfm_lab.train: error: ")
     assert says.format(file=tmp_path / "file") in error

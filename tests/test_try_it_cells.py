@@ -22,7 +22,7 @@ from test_widgets_alignment import tiny_date_model
 
 from autograde.course import assignment_ids, source_markdown
 from tfm_ref.multihead import MultiHeadAttention
-from tfm_ref.widgets import alignment
+from tfm_widgets import alignment
 
 FULL_RUN = "steps, batch_size, checkpoint_every, checkpoints_averaged = 800, 128, 50, 4"
 SHORT_RUN = "steps, batch_size, checkpoint_every, checkpoints_averaged = 8, 4, 2, 2"
@@ -82,7 +82,7 @@ def test_chapter_4s_alignment_view_runs_the_students_cross_attention_on_the_cros
                 if "alignment_view(" in cell.source and "widget" in cell.metadata.get("tags", []))
     view_arguments = {}
     namespace["alignment_view"] = lambda **kwargs: view_arguments.update(kwargs)
-    exec(cell.replace("from tfm_ref.widgets.alignment import alignment_view\n", ""), namespace)
+    exec(cell.replace("from tfm_widgets.alignment import alignment_view\n", ""), namespace)
     fn = view_arguments.pop("fn")
 
     model, task = tiny_date_model()

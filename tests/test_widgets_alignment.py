@@ -1,12 +1,12 @@
-"""tfm_ref/widgets/alignment.py: cross-attention maps of an encoder-decoder on a typed date."""
+"""tfm_widgets/alignment.py: cross-attention maps of an encoder-decoder on a typed date."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from tfm_ref import Transformer, TransformerConfig, attention, greedy_decode
-from tfm_ref.tasks import DateTask
-from tfm_ref.widgets.alignment import cross_attention_maps, use_attention
+from tfm_lab.tasks import DateTask
+from tfm_widgets.alignment import cross_attention_maps, use_attention
 
 
 def tiny_date_model():
@@ -48,7 +48,7 @@ def test_use_attention_routes_every_layer_to_the_student_function_and_restores_t
 def test_alignment_view_draws_its_snapshot_for_a_given_model():
     from types import SimpleNamespace
 
-    from tfm_ref.widgets.alignment import alignment_view
+    from tfm_widgets.alignment import alignment_view
 
     model, task = tiny_date_model()
     view = alignment_view(dates=SimpleNamespace(model=model, task=task))
@@ -109,7 +109,7 @@ def test_a_model_without_tfm_ref_cross_attention_is_told_so():
 
 def test_the_books_view_draws_every_date_at_one_width():
     """The dates differ in length; a figure that changed width with the date would jump under the reader's eyes."""
-    from tfm_ref.widgets.alignment import DATE_PRESETS, static_alignment_view
+    from tfm_widgets.alignment import DATE_PRESETS, static_alignment_view
 
     view = static_alignment_view()
     layer = view.controls[1].initial

@@ -1,4 +1,4 @@
-"""tfm_ref/widgets/attention.py: the attention calculator computes what chapter 1 says."""
+"""tfm_widgets/attention.py: the attention calculator computes what chapter 1 says."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tfm_ref import scaled_dot_product_attention
-from tfm_ref.widgets.attention import (NOTES_EXAMPLE, attention_explorer, attention_steps, parse_matrix,
+from tfm_widgets.attention import (NOTES_EXAMPLE, attention_explorer, attention_steps, parse_matrix,
                                        saturation_curve)
 
 

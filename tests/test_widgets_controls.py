@@ -2,7 +2,7 @@ import ipywidgets as widgets
 import pytest
 from matplotlib.figure import Figure
 
-from tfm_ref.widgets.controls import figure_image, live_widget
+from tfm_widgets.controls import figure_image, live_widget
 
 
 def _figure(title: str) -> Figure:

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from tfm_ref import Transformer, TransformerConfig, greedy_decode
-from tfm_ref.tasks import DateTask
-from tfm_ref.widgets.decoder_stepper import decode_steps, decoder_stepper, stepper_figure
+from tfm_lab.tasks import DateTask
+from tfm_widgets.decoder_stepper import decode_steps, decoder_stepper, stepper_figure
 
 
 @pytest.fixture(scope="module")

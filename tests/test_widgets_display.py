@@ -1,4 +1,4 @@
-"""tfm_ref/widgets/display.py: a widget shows live in Jupyter and as an HTML snapshot elsewhere."""
+"""tfm_widgets/display.py: a widget shows live in Jupyter and as an HTML snapshot elsewhere."""
 from __future__ import annotations
 
 import base64
@@ -8,8 +8,8 @@ import re
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from tfm_ref.widgets.display import LIVE_HINT, LiveWidget, figure_png
-from tfm_ref.widgets.static import StaticRecipe, StaticWidget
+from tfm_widgets.display import LIVE_HINT, LiveWidget, figure_png
+from tfm_widgets.static import StaticRecipe, StaticWidget
 
 
 def _figure(layout: str | None = None) -> Figure:

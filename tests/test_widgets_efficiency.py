@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from tfm_ref import scaled_dot_product_attention
-from tfm_ref.widgets import efficiency
-from tfm_ref.widgets.efficiency import (
+from tfm_widgets import efficiency
+from tfm_widgets.efficiency import (
     PeakMemory, attention_cost_explorer, cost_figure, from_bench, measure_attention, recorded_benchmarks,
     static_attention_cost_explorer,
 )

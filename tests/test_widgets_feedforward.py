@@ -1,6 +1,6 @@
 import torch
 
-from tfm_ref.widgets.feedforward import ffn_explorer, ffn_figure, ffn_parameter_counts
+from tfm_widgets.feedforward import ffn_explorer, ffn_figure, ffn_parameter_counts
 
 
 def test_ffn_explorer_builds_and_its_snapshot_holds_a_figure():

@@ -1,11 +1,11 @@
-"""tfm_ref/widgets/heads.py: per-head maps and KV-cache sizes of real model shapes."""
+"""tfm_widgets/heads.py: per-head maps and KV-cache sizes of real model shapes."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from tfm_ref import kv_cache_bytes
-from tfm_ref.widgets.heads import MODEL_SHAPES, head_maps, heads_explorer, heads_panel, kv_cache_table
+from tfm_widgets.heads import MODEL_SHAPES, head_maps, heads_explorer, heads_panel, kv_cache_table
 
 
 def test_head_maps_are_one_row_stochastic_map_per_query_head():

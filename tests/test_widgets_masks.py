@@ -1,11 +1,11 @@
-"""tfm_ref/widgets/masks.py: the mask builder combines padding and look-ahead masks correctly."""
+"""tfm_widgets/masks.py: the mask builder combines padding and look-ahead masks correctly."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from tfm_ref import causal_mask, padding_mask
-from tfm_ref.widgets.masks import build_mask, mask_builder, masked_attention, parse_lengths
+from tfm_widgets.masks import build_mask, mask_builder, masked_attention, parse_lengths
 
 
 def test_build_mask_is_padding_and_causal_combined():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from tfm_ref.widgets.norms import (
+from tfm_widgets.norms import (
     AXES_SHAPE, NORM_KINDS, axes_figure, depth_explorer, depth_figure, gradient_norms_by_depth, group_statistics,
     norm_axes_explorer, norm_groups, reference_norm, static_norm_axes_explorer, train_deep_stack,
 )

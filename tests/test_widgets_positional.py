@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from tfm_ref import sinusoidal_positional_encoding
-from tfm_ref.widgets.positional import explorer_anchors, offset_dot_products, pe_explorer, pe_figure, pe_table
+from tfm_widgets.positional import explorer_anchors, offset_dot_products, pe_explorer, pe_figure, pe_table
 
 
 def test_pe_explorer_builds_and_its_snapshot_holds_a_figure():

@@ -1,4 +1,4 @@
-"""tfm_ref/widgets/static.py: a widget's static version — its states drawn ahead, keyed by the controls —
+"""tfm_widgets/static.py: a widget's static version — its states drawn ahead, keyed by the controls —
 and the static versions of the book's widgets: where they start, and that their figures are readable."""
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from tfm_ref import scaled_dot_product_attention
-from tfm_ref.widgets import (alignment, attention, decoder_stepper, efficiency, feedforward, heads, masks, norms,
+from tfm_widgets import (alignment, attention, decoder_stepper, efficiency, feedforward, heads, masks, norms,
                              positional)
-from tfm_ref.widgets.display import FIGURE_WIDTH, PAGE_DPI
-from tfm_ref.widgets.static import (STATIC_HINT, Control, Panel, StaticRecipe, StaticWidget,
+from tfm_widgets.display import FIGURE_WIDTH, PAGE_DPI
+from tfm_widgets.static import (STATIC_HINT, Control, Panel, StaticRecipe, StaticWidget,
                                     cached_render, code_fingerprint, render, static_html)
 
 
@@ -62,7 +62,7 @@ def test_every_combination_of_a_panels_controls_gets_a_file_or_its_error(tmp_pat
 
 def test_a_refused_combination_s_message_speaks_the_editions_language_and_is_listed_for_the_translators(
         tmp_path, monkeypatch):
-    from tfm_ref.widgets import figure_text
+    from tfm_widgets import figure_text
 
     class Chinese:
         def gettext(self, message: str) -> str:
@@ -138,8 +138,8 @@ def test_a_recipe_travels_in_html_and_builds_its_widget():
 
 
 def test_a_recipe_builds_only_widgets_of_tfm_ref():
-    with pytest.raises(ValueError, match="tfm_ref.widgets"):
-        StaticRecipe.of(toy_widget).build()  # this test module is not part of tfm_ref.widgets
+    with pytest.raises(ValueError, match="tfm_widgets"):
+        StaticRecipe.of(toy_widget).build()  # this test module is not part of tfm_widgets
     with pytest.raises(ValueError, match="JSON"):
         StaticRecipe.of(toy_widget, note=object())
 
@@ -189,10 +189,10 @@ def test_static_figures_are_drawn_at_the_dpi_the_page_expects(tmp_path):
 
 # The book's widgets as its pages call them (chapter 9 passes the recorded benchmark).
 def _recorded_benchmark() -> dict:
-    import tfm_ref
-    from tfm_ref.widgets.efficiency import recorded_benchmarks
+    import tfm_lab
+    from tfm_widgets.efficiency import recorded_benchmarks
 
-    return recorded_benchmarks(Path(tfm_ref.__file__).parent / "results")["h100_bench.json"]
+    return recorded_benchmarks(Path(tfm_lab.__file__).parent / "results")["h100_bench.json"]
 
 
 BOOK_WIDGETS = {

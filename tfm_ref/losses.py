@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .tasks.vocab import PAD_ID
+from .tokens import PAD_ID
 
 __all__ = ["label_smoothed_cross_entropy"]
 

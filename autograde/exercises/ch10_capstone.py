@@ -37,7 +37,7 @@ from tfm_ref import losses, schedule
 from tfm_ref.blocks import Residual
 from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
-from tfm_ref.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
+from tfm_lab.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
 
 from ..adapters import TRAINING, DriverAdapter
 from ..check_models import RandomTransformer
