@@ -54,7 +54,7 @@ book: release fonts
 book-strict: release fonts
 	$(BIN)/python locales/build.py --strict
 
-# The Chinese edition's catalogues (README, "Chinese edition"): extract the English messages, update
+# The Chinese edition's catalogues (docs/chinese-edition.md): extract the English messages, update
 # locales/zh_CN/LC_MESSAGES/*.po (changed paragraphs become fuzzy), show what is left to translate.
 i18n-update: release
 	$(BIN)/python locales/build.py --update
@@ -67,7 +67,7 @@ i18n-coverage: setup
 test: setup sysdeps $(PROXY) book-strict
 	$(BIN)/python -m pytest -q -n $(JOBS)
 
-# The inner loop: the tests not marked slow, without the book or the system packages (README, "Tests").
+# The inner loop: the tests not marked slow, without the book or the system packages (README, "More").
 test-fast: release
 	$(BIN)/python -m pytest -q -m "not slow" -n $(JOBS)
 

@@ -2,7 +2,7 @@
 
 Sphinx translates a page's paragraphs, titles, list items and table cells from the page's catalogue,
 ``locales/<language>/LC_MESSAGES/book/<page>.po``, which sphinx-intl keeps in step with the messages
-the gettext builder extracts (README, "Chinese edition"). This extension adds:
+the gettext builder extracts (docs/chinese-edition.md). This extension adds:
 
 - prose only: the outputs of code cells and display math are marked untranslatable (code is not
   extracted anyway), so the catalogues hold no copies of what every edition shows unchanged;

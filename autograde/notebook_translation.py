@@ -2,7 +2,7 @@
 
 The messages are those of the markdown cells as JupyterLab renders them (`autograde.markdown_translation`);
 answer cells have none. A translation keeps each cell's id and metadata, the locked cells' checksums computed
-again (README, "The Chinese edition").
+again (docs/chinese-edition.md).
 """
 from __future__ import annotations
 

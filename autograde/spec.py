@@ -42,8 +42,9 @@ class Mistake:
 
 @dataclass(frozen=True)
 class Case:
-    """One test case of an exercise (README, "The spec"). ``dims``: sizes, a function drawing them, or None (the
-    largest shape); ``inputs``: an input maker of its own; ``tolerance``: (rtol, atol) where the dtype needs it."""
+    """One test case of an exercise (autograde/README.md, "The spec"). ``dims``: sizes, a function drawing them,
+    or None (the largest shape); ``inputs``: an input maker of its own; ``tolerance``: (rtol, atol) where the dtype
+    needs it."""
 
     label: str
     dims: Dims | Callable[[torch.Generator], Dims] | None = None
@@ -55,7 +56,7 @@ class Case:
 
 @dataclass(frozen=True)
 class Exercise:
-    """A graded exercise: reference, input maker, shrink ladder, cases and mistake catalogue (README, "The spec").
+    """A graded exercise: reference, input maker, shrink ladder, cases and mistakes (autograde/README.md, "The spec").
 
     ``uses``: earlier exercises whose function the solution calls (a failure of one is named in this one's
     message); ``offsets``: keys of ``shapes`` that place the input rather than size it; ``input_note``: how the

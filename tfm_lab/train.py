@@ -28,7 +28,7 @@ What it does, and why:
   and of the loss (`token_loss_sum`: one fused pass over the logits, where the eager loss writes a
   float32 copy and its log-softmax, and reads them back in the backward), compiled on the first
   batch before the clock starts (`warm_up`); the summary's ``compile_seconds`` says how long. On
-  a CPU it does not pay: the README's CPU run compiled for 37 s (from an empty cache), then
+  a CPU it does not pay: docs/gpu.md's CPU run compiled for 37 s (from an empty cache), then
   trained at 72k and 79k tokens/s in two runs, where the eager one trained at 88k.
 * ``length_buckets`` > 1 splits each batch into groups of rows with similar source length, each
   trimmed to its longest source, with a forward and backward pass per group. The gradient is
