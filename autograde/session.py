@@ -164,7 +164,7 @@ def run_notebook(sandbox: Sandbox, assignment: str, cells: list[GradedCell], lim
                 done.results[index] = _run_cell(runner, index, cell, cell_deadline, limits, done, seed)
             except ChannelError as error:
                 culprit, problem = index, error
-                del done.checks[checks_before:]  # the cell's verdict is the failure's
+                _unfinished_checks_failed(cell, done, len(done.checks) - checks_before)
                 break
             except _HoldsTheAnswer:
                 holds_answer = True
@@ -190,6 +190,15 @@ def run_notebook(sandbox: Sandbox, assignment: str, cells: list[GradedCell], lim
             break
     _cap_output(done.results, limits, done.flags)
     return done
+
+
+def _unfinished_checks_failed(cell: GradedCell, done: NotebookResult, finished: int) -> None:
+    """The checks of a test cell that hung or crashed, past the ``finished`` ones, recorded as failed with no mistake
+    named (checks.csv, and the class report, count them)."""
+    if cell.kind == "test":
+        for check in parse_test_cell(cell.source)[finished:]:
+            done.checks.append({"cell": cell.grade_id, "exercise": check.key, "hidden": check.hidden, "passed": False,
+                                "mistake": None, "delegated": []})
 
 
 def _run_cell(runner: Runner, index: int, cell: GradedCell, deadline: float, limits: Limits,

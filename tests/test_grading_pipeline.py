@@ -186,6 +186,15 @@ def test_disruptive_submissions_cost_only_the_affected_parts(graded):
     assert "missing-notebook" in csv_rows["missing"]["flags"]
 
 
+def test_the_checks_of_a_cell_that_hung_are_recorded_as_failed(graded):
+    """checks.csv (and the class report) counts a check that never finished: failed, with no mistake named."""
+    with (graded[2] / "checks.csv").open(newline="") as f:
+        hung = [row for row in csv.DictReader(f) if row["student_id"] == "loops"
+                and row["exercise"] == f"{A}.masked_attention"]
+    assert {row["hidden"] for row in hung} == {"0", "1"}
+    assert all(row["passed"] == "0" and row["mistake"] == "" for row in hung)
+
+
 def test_a_failing_exercise_says_which_earlier_one_it_calls_fails(graded):
     page = _feedback(graded[2], "broken_whole_tensor")
     # the grader, which never runs the student's code, cannot tell whether it calls it
