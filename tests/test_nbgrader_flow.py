@@ -182,6 +182,8 @@ def test_generate_feedback_by_hand_after_manual_grading_shows_it_and_still_no_hi
     # Last: it changes the gradebook and the pages, as an instructor grading in formgrader would.
     with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
         grade = gb.find_grade("softmax_hidden", A, A, "unstable")
+        assert grade.score == 0  # the hidden softmax check failed
+        before = gb.find_submission_notebook(A, A, "unstable").score
         grade.manual_score = 1.5
         gb.find_comment("softmax", A, A, "unstable").manual_comment = "Subtract the row maximum first."
         gb.db.commit()
@@ -192,9 +194,9 @@ def test_generate_feedback_by_hand_after_manual_grading_shows_it_and_still_no_hi
     assert 'content="transformer-piece-by-piece feedback"' in page and "<math" in page
     assert 0.8 < len(page) / len(graded) < 1.25
     assert not any(fetch in page.lower() for fetch in ("<script", "<link", "src=", "url(", "@import", "mathjax", "cdn"))
-    # with what the instructor did in formgrader: the comment, the new score (2 + 1.5) and its check
+    # with what the instructor did in formgrader: the comment, the new score (what it was + 1.5) and its check
     assert "<div class=\"comment\"><strong>Comment</strong><p>Subtract the row maximum first.</p>" in page
-    assert "<p class=\"points\">Score: 3.5 / 10</p>" in page and "◐ 1.5 / 2</td>" in page
+    assert f"<p class=\"points\">Score: {before + 1.5:g} / 10</p>" in page and "◐ 1.5 / 2</td>" in page
     assert "<p class=\"points part\">1.5 / 2 points</p>" in page
     assert "details class='fix'><summary>How to fix it</summary>" in page  # still folded
     assert "BEGIN HIDDEN TESTS" not in page and "hidden=True" not in page and GRADER_NOTE not in page
