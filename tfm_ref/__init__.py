@@ -1,7 +1,8 @@
 """tfm_ref — the reference Transformer of "Transformer, Piece by Piece".
 
-Every exercise of the course is graded against these functions and modules, and the same
-package trains the chapter models. Masks are boolean everywhere: **True = may attend**.
+Every exercise of the course is graded against these functions and modules (the capstone's training step
+too: `tfm_ref.training`); the lab, `tfm_lab`, trains the chapter models with them. PyTorch only. Masks are
+boolean everywhere: **True = may attend**.
 """
 from .attention import scaled_dot_product_attention, sdpa_attention, softmax
 from .beam_search import beam_search, sequence_log_prob

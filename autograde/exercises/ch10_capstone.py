@@ -37,6 +37,7 @@ from tfm_ref import losses, schedule
 from tfm_ref.blocks import Residual
 from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
+from tfm_ref.training import PAPER_ADAM, fit, train_step
 from tfm_lab.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
 
 from ..adapters import TRAINING, DriverAdapter
@@ -340,26 +341,6 @@ TRANSFORMER = Exercise(
 
 # --------------------------------------------------------------------------- 2. the training step
 
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: dict, step: int, *, d_model: int,
-               warmup: int, factor: float = 1.0, smoothing: float = 0.1) -> tuple[float, float]:
-    """One step of teacher-forced training; ``step`` counts the steps before it (0 for the first).
-
-    batch: ``src`` (B, S) ids, ``src_mask`` (B, S) bool, ``tgt`` (B, T + 1) = BOS, the answer, EOS, PAD….
-    Returns the loss and the learning rate of this step.
-    """
-    model.train()
-    inp, target = batch["tgt"][:, :-1], batch["tgt"][:, 1:]  # (B, T) each: BOS first, and one position ahead
-    logits = model(batch["src"], inp, batch["src_mask"])  # (B, T, V)
-    loss = label_smoothed_cross_entropy(logits, target, smoothing, PAD_ID)
-    lr = factor * noam_lr(step + 1, d_model, warmup)  # the paper counts steps from 1
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    return loss.item(), lr
-
-
 # The checks' models travel to the sandbox as a state dict loaded with assign=True, which unties tied
 # matrices there: untied from the start, they are the same model on both sides.
 _STEP_MODEL = tfm_ref.TransformerConfig(vocab_size=12, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1,
@@ -564,18 +545,6 @@ TRAIN_STEP = Exercise(
 
 
 # --------------------------------------------------------------------------- 3. the training loop
-
-PAPER_ADAM = dict(betas=(0.9, 0.98), eps=1e-9)  # Vaswani et al. 2017, §5.3
-
-
-def fit(model: nn.Module, batches, *, d_model: int, warmup: int, factor: float = 1.0,
-        smoothing: float = 0.1) -> list[float]:
-    """Train ``model`` with one `train_step` per batch (steps 0, 1, …) under Adam with the paper's
-    β = (0.9, 0.98) and ε = 1e-9; returns the loss of every step."""
-    optimizer = torch.optim.Adam(model.parameters(), **PAPER_ADAM)
-    return [train_step(model, optimizer, batch, step, d_model=d_model, warmup=warmup, factor=factor,
-                       smoothing=smoothing)[0] for step, batch in enumerate(batches)]
-
 
 @functools.cache
 def _date_task() -> DateTask:
