@@ -263,9 +263,9 @@ def _imported_by_notebooks() -> set[str]:
 
 
 def _course_modules() -> set[str]:
-    """Every module of tfm_ref and autograde (the grader's), by its dotted name."""
+    """Every module of the course's packages (the grader's too), by its dotted name."""
     names = set()
-    for package in ("tfm_ref", "autograde"):
+    for package in ("tfm_ref", "tfm_lab", "tfm_widgets", "autograde"):
         for path in (ROOT / package).rglob("*.py"):
             parts = path.relative_to(ROOT).with_suffix("").parts
             if parts[-1] not in ("__main__", "nbgrader_config"):  # a CLI; a file traitlets runs
