@@ -162,8 +162,7 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
             print(note, file=sys.stderr)
         record = with_times(record, collected.times, str(submissions))
         subs = settle_times(collected.submissions, record)
-        for student, assignment, line in unmatched_times(subs, record) if record else ():
-            print(f"{record.source} line {line}: no submission of {assignment} by {shown(student)}", file=sys.stderr)
+        _say_unmatched(unmatched_times(subs, record) if record else [], record, {s.assignment for s in subs})
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -226,6 +225,17 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
 
 GRADER_FAILURES = ("grader-error", "grader-crashed", "sandbox-failed", "gradebook-error", "feedback-error")
 SHOWN_ROWS, SHOWN_FLAGS = 8, 3  # of the flagged rows the summary names, and of each one's flags
+
+
+def _say_unmatched(unmatched: list[tuple[str, str, int]], record, graded: set[str], listed: int = 10) -> None:
+    """Name the record's times for this run's assignments that no submission has; count the other assignments'."""
+    here = [u for u in unmatched if u[1] in graded]
+    for student, assignment, line in here[:listed]:
+        print(f"{record.source} line {line}: no submission of {assignment} by {shown(student)}", file=sys.stderr)
+    if len(here) > listed:
+        print(f"{record.source}: {len(here) - listed} more times of no submission", file=sys.stderr)
+    if others := len(unmatched) - len(here):
+        print(f"{record.source}: {_count(others, 'time')} of assignments this run does not grade", file=sys.stderr)
 
 
 def _count(n: int, thing: str) -> str:

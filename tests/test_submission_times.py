@@ -113,10 +113,14 @@ def test_a_forged_early_timestamp_loses_to_the_instructors_time(course, trusting
     subs = _class(tmp_path / "subs", course, {"forger": EARLY, "honest": "2026-11-25 00:00:00 UTC", "unlisted": EARLY,
                                               "Zoe\u0308": None})  # as a folder unpacked on macOS spells Zoë
     times = _times(tmp_path / "times.csv", [("forger", A, LATE), ("honest", A, "Nov 20, 2026 4:59pm"),
-                                             ("Zo\u00eb", A, LATE), ("ghost", A, LATE)])
+                                             ("Zo\u00eb", A, LATE), ("ghost", A, LATE),
+                                             ("forger", "ch02_multihead", LATE), ("honest", "ch02_multihead", LATE)])
     out = tmp_path / "out"
     rows = {r["student_id"]: r for r in grade(subs, out, root=course, progress=False, submitted_at=times)}
-    assert f"{times} line 5: no submission of {A} by ghost" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert f"{times} line 5: no submission of {A} by ghost" in said
+    # another assignment's times are counted, not listed: a class's whole export is the usual file
+    assert f"{times}: 2 times of assignments this run does not grade" in said and "ch02_multihead by" not in said
     assert "late" in rows["Zoe\u0308"]["flags"] and "no-timestamp" not in rows["Zoe\u0308"]["flags"]
     # the forger's own time said on time: the record's says late, and that is what nbgrader recorded and charged
     assert rows["forger"]["score"] == 0 and rows["forger"]["max_score"] == 10
