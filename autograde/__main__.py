@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     bch.add_argument("--dir", type=Path, help="where the generated course and class are written: with --scheduler, "
                      "a folder every worker sees at the same path (default: a temporary folder)")
 
-    rpt = commands.add_parser("report", help="the class report: one HTML page of the scores, the mistakes and the "
+    rpt = commands.add_parser("report", parents=[course], help="the class report: one HTML page of the scores, the mistakes and the "
                               "rows to review, from OUT/grades.csv and OUT/checks.csv")
     rpt.add_argument("results", nargs="?", type=Path, metavar="OUT",
                      help="where `grade` wrote grades.csv and checks.csv (default: the course root)")
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     aud.add_argument("notebooks", nargs="+", type=Path)
 
     args = parser.parse_args(argv)
-    if args.command in ("release", "grade"):
+    if args.command in ("release", "grade", "report"):
         args.root = (args.root or default_root()).resolve()
     try:
         if args.command == "release":
@@ -127,9 +127,21 @@ def main(argv: list[str] | None = None) -> int:
 
             bench(args.students, scheduler=args.scheduler, where=args.dir)
         elif args.command == "report":
+            from .course import nbgrader_config
+            from .gradebook import GradebookError
+            from .records import refresh_scores
             from .report import write_report
 
-            print(f"class report → {write_report(args.results or default_root(), args.page, args.lang)}")
+            results = args.results or args.root
+            try:  # scores given by hand in formgrader since grading
+                db_url = nbgrader_config(args.db, args.root).CourseDirectory.db_url
+                changed = refresh_scores(results / "grades.csv", db_url) if (results / "grades.csv").is_file() else 0
+            except (ValueError, GradebookError) as error:
+                print(f"grades.csv not compared with a gradebook ({error})", file=sys.stderr)
+            else:
+                if changed:
+                    print(f"grades.csv: {changed} row(s) brought in step with the gradebook's scores")
+            print(f"class report → {write_report(results, args.page, args.lang)}")
         else:
             from .audit import audit
             from .notebook import load_notebook

@@ -15,6 +15,7 @@ from .collection import shown
 from .similarity import is_similarity
 
 __all__ = ["CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD", "ClassRecords", "write_csv", "write_checks",
+           "refresh_scores",
            "write_errors", "as_written"]
 
 CSV_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score", "flags", "cells"]
@@ -82,6 +83,35 @@ def _write_dicts(path: Path, columns: list[str], rows: list[dict]) -> None:
         writer.writeheader()
         writer.writerows(rows)
     _replace(path, write)
+
+
+def refresh_scores(path: Path, db_url: str) -> int:
+    """Bring ``grades.csv`` at ``path`` in step with the gradebook: each row's score (after the late penalty) and
+    cells as nbgrader holds them now, scores given by hand in formgrader included. Returns the rows changed."""
+    from .collection import exportable_id
+    from .gradebook import recorded
+
+    try:
+        rows = _read_dicts(path)
+        graded = [r for r in rows if exportable_id(r["student_id"]) and r["assignment"] and r["cells"] is not None
+                  and float(r["score"]) >= 0]  # the others never reached the gradebook
+    except (UnicodeDecodeError, csv.Error, KeyError, TypeError, ValueError):
+        return 0  # not a grades.csv this module wrote: the report says what is wrong with it
+    held = recorded(db_url, [(r["student_id"], r["assignment"]) for r in graded])
+    changed = 0
+    for row in graded:
+        if (entry := held.get((row["student_id"], row["assignment"]))) is None:
+            continue
+        cells = dict(cell.split("=", 1) for cell in row["cells"].split(";") if "=" in cell)
+        cells = {name: f"{entry.cells[name]:g}" if name in entry.cells else value for name, value in cells.items()}
+        score = f"{max(0.0, entry.score - entry.penalty):g}"
+        updated = {**row, "score": score, "cells": ";".join(f"{name}={value}" for name, value in cells.items())}
+        if float(row["score"]) != float(score) or updated["cells"] != row["cells"]:
+            changed += 1
+            row.update(updated)
+    if changed:
+        _write_dicts(path, CSV_COLUMNS, rows)
+    return changed
 
 
 def _read_dicts(path: Path) -> list[dict]:

@@ -257,3 +257,20 @@ def test_the_summary_names_who_is_flagged_and_why_in_a_line_of_its_own():
     assert text.endswith("s07 (forbidden-call) … and 3 more")
     one = summary([{"student_id": "ada", "assignment": A, "flags": []}], Path("out"), ROOT)
     assert one.startswith("graded 1 notebook; none flagged\n")
+
+
+def test_the_report_brings_grades_csv_in_step_with_scores_given_by_hand_since(regraded):
+    """A score given in formgrader after the last run reaches grades.csv and the report when the report is made."""
+    _, out, course = regraded
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+        gb.find_grade("masked_attention_hidden", A, A, "bob").manual_score = 0.5
+        gb.db.commit()
+        in_gradebook = gb.find_submission(A, "bob").score
+    before = {r["student_id"]: r for r in csv.DictReader((out / "grades.csv").open(newline=""))}
+    said = _run_main(["report", str(out), "--root", str(course)])
+    after = {r["student_id"]: r for r in csv.DictReader((out / "grades.csv").open(newline=""))}
+    assert "grades.csv: 1 row(s) brought in step with the gradebook's scores" in said
+    assert float(after["bob"]["score"]) == in_gradebook != float(before["bob"]["score"])
+    assert "masked_attention_hidden=0.5" in after["bob"]["cells"].split(";")
+    assert {s: r for s, r in after.items() if s != "bob"} == {s: r for s, r in before.items() if s != "bob"}
+    assert "brought in step" not in _run_main(["report", str(out), "--root", str(course)])  # nothing new: untouched
