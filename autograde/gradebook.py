@@ -26,6 +26,15 @@ class Recorded:
     seconds_late: float
     cells: dict[str, float]  # each graded cell's score: a score given by hand in formgrader, else the grader's
 
+    @property
+    def final_score(self) -> float:
+        """The score after the late penalty: what grades.csv and nbgrader export give."""
+        return max(0.0, self.score - self.penalty)
+
+    def cell_scores(self, graded: dict[str, float]) -> dict[str, float]:
+        """``graded`` (grade id → points the checks gave) with the gradebook's score wherever it holds one."""
+        return {grade_id: self.cells.get(grade_id, points) for grade_id, points in graded.items()}
+
 
 def _open(db_url: str) -> Gradebook:
     tools_on_path()

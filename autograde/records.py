@@ -50,10 +50,19 @@ def _replace(path: Path, write, mode: int = 0o644) -> None:
     partial.replace(path)
 
 
+def _cells_text(scores: dict[str, float]) -> str:
+    """grades.csv's ``cells``: ``grade_id=points`` for each graded cell, ``;`` between them."""
+    return ";".join(f"{k}={v:g}" for k, v in scores.items())
+
+
+def _cell_scores(text: str) -> dict[str, float]:
+    """The scores of a ``cells`` value (`_cells_text`)."""
+    return {k: float(v) for k, v in (cell.split("=", 1) for cell in text.split(";") if "=" in cell)}
+
+
 def _csv_row(row: dict) -> dict:
-    cells = ";".join(f"{k}={v:g}" for k, v in row["cell_scores"].items())
     values = {**{k: row[k] for k in CSV_COLUMNS if k not in ("cells", "flags")}, "flags": ";".join(row["flags"]),
-              "cells": cells}
+              "cells": _cells_text(row["cell_scores"])}
     return {k: _cell(v) for k, v in values.items()}
 
 
@@ -93,22 +102,19 @@ def refresh_scores(path: Path, db_url: str) -> int:
 
     try:
         rows = _read_dicts(path)
-        graded = [r for r in rows if exportable_id(r["student_id"]) and r["assignment"] and r["cells"] is not None
-                  and float(r["score"]) >= 0]  # the others never reached the gradebook
+        graded = [(r, _cell_scores(r["cells"])) for r in rows if exportable_id(r["student_id"]) and r["assignment"]
+                  and r["cells"] is not None and float(r["score"]) >= 0]  # the others never reached the gradebook
     except (UnicodeDecodeError, csv.Error, KeyError, TypeError, ValueError):
         return 0  # not a grades.csv this module wrote: the report says what is wrong with it
-    held = recorded(db_url, [(r["student_id"], r["assignment"]) for r in graded])
+    held = recorded(db_url, [(r["student_id"], r["assignment"]) for r, _ in graded])
     changed = 0
-    for row in graded:
+    for row, cells in graded:
         if (entry := held.get((row["student_id"], row["assignment"]))) is None:
             continue
-        cells = dict(cell.split("=", 1) for cell in row["cells"].split(";") if "=" in cell)
-        cells = {name: f"{entry.cells[name]:g}" if name in entry.cells else value for name, value in cells.items()}
-        score = f"{max(0.0, entry.score - entry.penalty):g}"
-        updated = {**row, "score": score, "cells": ";".join(f"{name}={value}" for name, value in cells.items())}
-        if float(row["score"]) != float(score) or updated["cells"] != row["cells"]:
+        score, cells = entry.final_score, _cells_text(entry.cell_scores(cells))
+        if float(row["score"]) != score or cells != row["cells"]:
             changed += 1
-            row.update(updated)
+            row.update(score=f"{score:g}", cells=cells)
     if changed:
         _write_dicts(path, CSV_COLUMNS, rows)
     return changed

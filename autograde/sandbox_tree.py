@@ -44,8 +44,7 @@ def _definitions() -> dict[str, tuple[ast.Module, dict[str, ast.stmt], dict[str,
     name resolved to its definition)."""
     parsed, aliases = {}, {}
     for path in sorted(p for package in _PACKAGES.values() for p in package.rglob("*.py")):
-        root = _root(path)
-        parts = (root.name, *path.relative_to(root).with_suffix("").parts)
+        parts = path.relative_to(_package_of(path).parent).with_suffix("").parts
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         tree = ast.parse(path.read_text(), str(path))
         bound = _imports(tree, module if parts[-1] == "__init__" else module.rpartition(".")[0])
@@ -102,15 +101,13 @@ def _in_course(module: str) -> bool:
     return module.partition(".")[0] in _PACKAGES
 
 
-def _root(path: Path) -> Path:
+def _package_of(path: Path) -> Path:
     """The course package that holds ``path``."""
     return next(package for package in _PACKAGES.values() if path.is_relative_to(package))
 
 
 def _is_module(dotted: str) -> bool:
-    top, *rest = dotted.split(".")
-    relative = _PACKAGES[top] / Path(*rest)
-    return relative.with_suffix(".py").exists() or (relative / "__init__.py").exists()
+    return _path(dotted).exists()
 
 
 def _uses(node: ast.stmt, names: dict[str, Name | str]) -> set[Name]:
@@ -281,9 +278,10 @@ def _write_tree(target: Path, assignment: str) -> None:
     names = withheld(assignment)
     for module, (tree, defined, _) in _definitions().items():
         held = {name for m, name in names if m == module}
-        path = target / _path(module).relative_to(_root(_path(module)).parent)
+        source = _path(module)
+        path = target / source.relative_to(_package_of(source).parent)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(ast.unparse(_stubbed(tree, held, module, assignment)) if held else _path(module).read_text())
+        path.write_text(ast.unparse(_stubbed(tree, held, module, assignment)) if held else source.read_text())
     (target / "tfm_ref" / "_withheld.py").write_text(_STUB_MODULE)
 
 

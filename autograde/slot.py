@@ -132,8 +132,7 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
     if entry is None:
         flags.add("unexportable-student-id" if unexportable else "gradebook-error")
     else:
-        score = max(0.0, entry.score - entry.penalty)  # nbgrader's: with the scores given by hand in formgrader
-        scores = {grade_id: entry.cells.get(grade_id, points) for grade_id, points in scores.items()}
+        score, scores = entry.final_score, entry.cell_scores(scores)  # nbgrader's, with the scores given by hand
         if entry.seconds_late > 0:
             flags.add("late")
         try:
