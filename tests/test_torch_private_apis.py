@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # private name → the code that needs it, and what for
 PRIVATE_USES = {
-    "torch.utils._python_dispatch.TorchDispatchMode": "tfm_widgets/efficiency.py: PeakMemory sees every operator",
+    "torch.utils._python_dispatch.TorchDispatchMode": "tfm_widgets/efficiency.py: PeakMemory sees every operator; "
+                                                       "autograde/delegation.py: the delegation flag sees the "
+                                                       "operators a student's code runs",
     "torch.utils._pytree.tree_flatten": "tfm_widgets/efficiency.py: PeakMemory finds the tensors among arguments",
     "torch._tensor_str.printoptions": "autograde/display.py: feedback prints tensors with 4 decimals",
     "torch._softmax": "autograde/exercises/ch01_attention.py: a softmax the student may not call",
@@ -31,8 +33,6 @@ PRIVATE_USES = {
     "torch._C._nn.nll_loss": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
     "torch._C._nn.nll_loss_nd": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
     "torch._C._nn.nll_loss2d": "autograde/exercises/ch08_encoder_decoder.py: a loss the student may not call",
-    "torch.utils._python_dispatch.TorchDispatchMode": "autograde/delegation.py: the delegation flag sees the "
-                                                       "operators a student's code runs",
     "torch._safe_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._masked_softmax": "autograde/exercises/ch09_efficient.py: a softmax the student may not call",
     "torch._scaled_dot_product_attention_math": "autograde/exercises/ch09_efficient.py: an attention kernel",
