@@ -12,9 +12,11 @@ beside it, and prints the seconds of each and the slowest. A measurement to run 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from unittest import mock
 
 import torch
@@ -22,10 +24,30 @@ import torch
 from autograde.exercises import ch08_encoder_decoder, ch10_capstone, load_all
 from autograde.exercises.ch08_encoder_decoder import _greedy_variant
 from autograde.spec import Exercise
+from autograde.verdict import Report
 from tfm_ref import training
 from tfm_ref.losses import label_smoothed_cross_entropy
 
 BUSY = [sys.executable, "-c", "while True: pass"]
+
+
+@contextlib.contextmanager
+def busy_processes(count: int = 2) -> Iterator[None]:
+    """``count`` processes spinning beside what runs inside (the machine of a student doing other work)."""
+    busy = [subprocess.Popen(BUSY) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
+
+
+def timed_check(exercise: Exercise, impl: object, seed: int, hidden: bool = False) -> tuple[float, Report]:
+    """Seconds and report of one check of ``impl``, as a notebook's first run of it (the fix not yet shown)."""
+    started = time.perf_counter()
+    report = exercise.run(impl, hidden, seed=seed, reveal_fix=False)
+    return time.perf_counter() - started, report
 
 
 def _step_with_loss_doubled(model, optimizer, batch, step, *, d_model, warmup, factor=1.0, smoothing=0.1):
@@ -66,9 +88,7 @@ def measure(exercises: list[Exercise], seed: int = 1000) -> list[tuple[float, st
     """Seconds of each failing visible check, in the order run; every check with a seed of its own, as in a kernel."""
     times = []
     for i, (exercise, what, impl) in enumerate(students(exercises)):
-        started = time.perf_counter()
-        report = exercise.run(impl, seed=seed + i, reveal_fix=False)
-        seconds = time.perf_counter() - started
+        seconds, report = timed_check(exercise, impl, seed + i)
         named = report.mistake or ("passed" if report.passed else "-")
         times.append((seconds, f"{exercise.key}: {what}"))
         print(f"{seconds:6.2f} s  {exercise.key}: {what}  (named: {named})", flush=True)
@@ -82,14 +102,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     exercises = ([e for chapter in load_all() for e in chapter.EXERCISES] if args.all else
                  [ch10_capstone.TRAIN_STEP, ch10_capstone.FIT, ch10_capstone.GREEDY, ch08_encoder_decoder.GREEDY])
-    busy = [] if args.quiet else [subprocess.Popen(BUSY) for _ in range(2)]
-    try:
-        print(f"{len(busy)} busy processes beside, {torch.get_num_threads()} PyTorch threads outside the checks")
+    busy = 0 if args.quiet else 2
+    with busy_processes(busy):
+        print(f"{busy} busy processes beside, {torch.get_num_threads()} PyTorch threads outside the checks")
         times = sorted(measure(exercises), reverse=True)
-    finally:
-        for process in busy:
-            process.kill()
-            process.wait()
     over = [t for t in times if t[0] > 10]
     print(f"slowest: {times[0][0]:.2f} s ({times[0][1]}); median {times[len(times) // 2][0]:.2f} s; "
           f"{len(over)} of {len(times)} over 10 s")
