@@ -94,7 +94,8 @@ def _record_boxes(app, doctree: nodes.document) -> None:
         kinds = [kind for kind in KINDS if kind in node["classes"]]
         if not kinds:
             continue
-        kind, (word, _plural) = kinds[0], KINDS[kinds[0]]
+        kind = kinds[0]
+        word = KINDS[kind][0]
         title = node.next_node(nodes.title).astext()
         prefix = f"{_(word)}{_(TITLE_SEPARATOR)}"
         if not title.startswith(prefix):  # a page not translated yet
