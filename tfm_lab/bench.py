@@ -5,29 +5,10 @@
     python -m tfm_lab.bench --tiny --device cpu  # seconds, for CI
     python -m tfm_lab.bench --compile-mode max-autotune   # both models in another torch.compile mode
 
-Measures, for both models: training tokens per second (forward, loss, backward, AdamW step),
-eager and ``torch.compile``d, peak memory, and on a GPU the model FLOPs utilisation (MFU: the
-FLOPs the model needs per step, by the formula in `training_flops`, over the device's dense
-bf16 peak, looked up by its name in `PEAK_BF16`; none for a GPU not listed there, unless
---peak-tflops gives it). Then the attention kernels alone: the readable eager path against SDPA
-over sequence lengths, time (forward + backward) and peak memory. The last stdout line is JSON
-with ``tokens_per_s`` (tfm_ref; compiled when compiling), ``torch_tokens_per_s`` and ``ratio_vs_torch``
-(None with ``--only-tfm-ref``, which trains tfm_ref alone: its MFU without compiling nn.Transformer).
-
-Compiled, each model trains its own way: tfm_ref compiles its loss too, as `tfm_lab.train` does
-(one fused pass over the B·T·V logits, where the eager loss makes several, in float32, forward and
-backward), and ``nn.Transformer`` the usual way, the model compiled and the loss not. A third
-compiled row, ``torch_compiled+loss``, gives ``nn.Transformer`` the compiled loss as well, so that
-the summary's ``ratio_vs_torch_compiled_loss`` shows what the model alone makes of the difference.
-``--profile FILE`` also writes where a tfm_ref step spends its time (`profile_steps`), to find what to
-speed up before writing any of it.
-
-Sizes follow the device (`DEVICE_SIZES`) and its free memory: a batch the user did not choose
-is halved until `training_memory` fits, and attention lengths whose `attention_memory` does
-not fit are skipped, with a line saying so.
-
-Both models: embeddings shared by source, target and output head (scaled by √D), sinusoidal
-positions, Post-Norm, ReLU, dropout as configured; fused AdamW; on a GPU with bf16 units, bf16 autocast.
+Measures, for both models, training tokens per second (eager and ``torch.compile``d), peak memory and on a
+GPU the model FLOPs utilisation; then the attention kernels alone, eager against SDPA, over sequence lengths.
+Sizes shrink to the device's free memory. The last stdout line is JSON (``tokens_per_s``,
+``torch_tokens_per_s``, ``ratio_vs_torch``). What each row compares, and why: tfm_lab/README.md.
 
 Shapes: B batch · S source positions · T target positions · D model width · V vocabulary.
 """

@@ -8,15 +8,8 @@
     >>> with record_attention(dates.model) as maps:            # cross-attention for a plot
     ...     dates.model(src, dates.decoder_input(["2026-11-22"]), src_mask)
 
-It was made on one H100 in 19 seconds of training (99.9% exact match on held-out dates after
-12 s; the run's history is `tfm_lab/results/h100_date.json`, seed 0):
-
-    python -m tfm_lab.train --task dates --device cuda --batch-size 2048 --lr 3e-3 --warmup 50 \\
-        --steps 450 --eval-every 25 --eval-size 5000 --seed 0 --out runs/dates \\
-        --export tfm_lab/checkpoints/date_model.pt
-
-The model: 128 wide, 4 heads, 2 encoder + 2 decoder Pre-Norm layers, 0.94 M parameters,
-stored in float16 (1.9 MB).
+The model (128 wide, 2 + 2 Pre-Norm layers, 0.94 M parameters in float16) trained in 19 s on one H100;
+the command that made it is in tfm_lab/README.md.
 
 Shapes: B batch · S source positions · T target positions.
 """

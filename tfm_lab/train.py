@@ -4,43 +4,11 @@
     python -m tfm_lab.train --task dates --steps 3000 --out runs/dates --resume   # after a stop
     torchrun --nproc_per_node=2 -m tfm_lab.train --task copy --steps 500 --out runs/copy
 
-`train(TrainConfig(...))` is the importable entry point and returns the run's history; the CLI
-is a thin wrapper that prints the history's summary as the last line of stdout (JSON).
-
-What it does, and why:
-
-* Batches come from `Task.batch_for_step(step)`, a pure function of (seed, step): a resumed
-  run, and every data-parallel rank, sees the same global batch as one uninterrupted process.
-  Each rank trains on its slice; the loss is normalised by the *global* count of scored tokens,
-  so DDP's gradient average equals the single-process gradient.
-* Learning rate (`tfm_ref.schedule`, a function of the step, nothing to save): linear warmup,
-  then cosine decay (the default), or the 2017 schedule (``--schedule noam``) with its peak at --lr.
-* Evaluation is exact match on the task's held-out set under teacher forcing: a sequence
-  counts as right when every scored position's argmax is right. That is the same as greedy
-  decoding's exact match, because greedy decoding only departs from the teacher-forced
-  prefix at the first wrong argmax (`tests/test_train.py` checks the two agree). Evaluations
-  during training may use the first ``quick_eval_size`` examples only; the last uses them all.
-  Each evaluation runs over the examples sorted by source length, in trimmed pieces (`eval_chunks`).
-* Matrix products in bf16 (autocast) on devices with bf16 matrix units (`autocast_dtype`), where they
-  run several times faster than in float32. On a CPU the readable eager attention, which PyTorch's
-  fused CPU kernel does not beat at these lengths; on CUDA the SDPA path. Fused AdamW on both.
-  Optional ``torch.compile`` (``--compile-mode reduce-overhead``: CUDA graphs on a GPU) of the model
-  and of the loss (`token_loss_sum`: one fused pass over the logits, where the eager loss writes a
-  float32 copy and its log-softmax, and reads them back in the backward), compiled on the first
-  batch before the clock starts (`warm_up`); the summary's ``compile_seconds`` says how long. On
-  a CPU it does not pay: docs/gpu.md's CPU run compiled for 37 s (from an empty cache), then
-  trained at 72k and 79k tokens/s in two runs, where the eager one trained at 88k.
-* ``length_buckets`` > 1 splits each batch into groups of rows with similar source length, each
-  trimmed to its longest source, with a forward and backward pass per group. The gradient is
-  the whole batch's (each group's loss is divided by the whole batch's count); the encoder
-  skips most of the padding (date sources fill about half their width). That pays on a CPU in
-  float32, where the matrix products are the time; in bf16 or on a GPU the extra passes cost
-  what the padding saved, so ``0`` (the default) picks 2 on a CPU in float32 and 1 elsewhere.
-  Compiled, it picks 1: the groups' widths change from step to step, and each new width would
-  compile again on the clock. Groups asked for share one graph with dynamic shapes instead.
-* A checkpoint (every ``checkpoint_every`` steps, or at every evaluation) holds the model, the
-  optimizer, and the random generators' states (CPU, and the GPU's on CUDA: dropout draws from
-  them), so that a resumed run ends bit for bit as the uninterrupted one.
+`train(TrainConfig(...))` is the importable entry point and returns the run's history; the CLI is a thin
+wrapper that prints the history's summary as the last line of stdout (JSON). Batches are a pure function of
+(seed, step) and checkpoints hold the generators, so a resumed or data-parallel run trains as one
+uninterrupted process would. How it evaluates, picks its precision, compiles and buckets lengths, and why:
+tfm_lab/README.md.
 
 Shapes: B batch · S source positions · T target positions · V vocabulary.
 """
@@ -196,10 +164,8 @@ def token_loss_sum(logits: torch.Tensor, target: torch.Tensor, smoothing: float)
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The dtype matrix products run in under ``precision``: bfloat16, or None for float32.
 
-    "auto" is bf16 where the device has bf16 matrix units, and matrix products run several times faster
-    than in float32: GPUs from Ampere on (compute capability 8.0: A100, RTX 30xx, H100, …) and CPUs with
-    AVX-512 BF16 or AMX. Elsewhere bf16 is emulated through float32 arithmetic, so no faster and often
-    slower (Colab's free T4, a V100, most laptops' CPUs): float32 there.
+    "auto" is bf16 where the device has bf16 matrix units (CUDA capability 8.0 on, CPUs with AVX-512 BF16 or
+    AMX); elsewhere bf16 is emulated and no faster (tfm_lab/README.md, "Precision").
     """
     if precision == "fp32":
         return None
@@ -276,15 +242,9 @@ def _optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torc
 
 
 def stop_compile_workers() -> None:
-    """End the worker processes torch.compile starts to compile GPU kernels (one per core), once
-    compiling is done.
-
-    They start as compiling starts and each imports torch, which takes seconds. From a warm compile
-    cache, compiling is over before they are up, and their start-up then takes the CPU from the
-    training steps that launch the GPU's work: on an H100 the date model's first 50 steps took 5 to 6 s
-    instead of 0.5 s (`tfm_lab/results/h100_compile_workers.json`). Ending them waits for their
-    start-up to finish, so from a warm cache the time moves from training to compiling, where it
-    belongs; the whole run is no shorter. A later recompilation starts them again.
+    """End the worker processes torch.compile starts to compile GPU kernels (one per core), once compiling
+    is done: their start-up would otherwise take the CPU from the first training steps (tfm_lab/README.md,
+    "Compile workers"). A later recompilation starts them again.
     """
     try:  # private, pinned in tests/test_torch_private_apis.py; imported here, where torch.compile was used
         from torch._inductor.async_compile import shutdown_compile_workers
@@ -294,13 +254,11 @@ def stop_compile_workers() -> None:
 
 
 def warm_up(forward_backward, batch: Batch, model: nn.Module, device: torch.device, passes: int = 3) -> float:
-    """Run ``forward_backward(batch)`` ``passes`` times and undo it; return the seconds it took.
+    """Run ``forward_backward(batch)`` ``passes`` times and undo it; return the seconds it took, stopping
+    the compile workers included.
 
-    A compiled model compiles at its first call, and in the CUDA-graph mode records its graph at
-    a later one; warming up before the clock starts keeps that out of the training seconds. The
-    passes leave no trace: no optimizer step, the gradients dropped, the generators (dropout)
-    rewound, so the run that follows is the one that would have run without them. Then the compile
-    workers are stopped (`stop_compile_workers`); the seconds include it.
+    Compiling (and recording CUDA graphs) happens here, off the training clock. The passes leave no trace: no
+    optimizer step, the gradients dropped, the generators (dropout) rewound.
     """
     state = rng_state(device)
     model.train()

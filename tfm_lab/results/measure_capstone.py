@@ -3,12 +3,9 @@
     make release   # writes the instructor notebook, solutions/ch10_capstone/ch10_capstone.ipynb, from its .md
     python3 tfm_lab/results/measure_capstone.py --out tfm_lab/results/cpu_capstone.json
 
-The full run is chapter 10's, as a student's notebook runs it: the instructor's solution (its `fit`,
-`train_step` and `greedy_decode`, float32, the 2017 schedule, label smoothing), 800 steps of 128 dates,
-the last four checkpoints averaged. This runs the instructor notebook's code cells in order, up to the
-held-out scores, leaving out the graded test cells (grading never runs them either), the cell that prints
-the recorded figures and the alignment view after the scores. The training cell is timed from outside, over the same span the notebook's own
-print reports. Run it on an idle machine: the load average before and after is recorded with it.
+Runs the instructor notebook's code cells in order up to the held-out scores, without the graded test cells,
+and times the training cell from outside. Run it on an idle machine: the load average is recorded with it.
+What is run and left out: tfm_lab/README.md.
 """
 from __future__ import annotations
 

@@ -4,36 +4,12 @@
     python3 tfm_lab/results/measure_gpu.py --out runs/gpu --budget 540    # what fits in 9 minutes, most needed first
     python3 tfm_lab/results/measure_gpu.py --out runs/gpu bench           # one part
 
-The parts; their runs go in order of need (the target the recorded figures miss on every machine first,
-then the one they miss on one machine of two, then the met ones, the tests, and the figure recorded twice):
-
-* ``bench-d1024``: tfm_ref alone at d_model 1024, 16 heads, d_ff 4096, for MFU, in CUDA graphs
-  (`BENCH_D1024_ARGS`) → ``bench_d1024.json``; and the same at batch 128 (`BENCH_D1024_B128_ARGS`) →
-  ``bench_d1024_b128.json``, first: twice the tokens per step over the same weights, so AdamW's step and
-  the host's share of it weigh half as much. Its memory is planned at 78 GiB, since `tfm_lab.bench`'s
-  float32 upper estimate (75 GiB) is twice what the bf16 step takes (19 GiB at batch 64, recorded).
-  Second, that run without dropout (`BENCH_D1024_B128_NO_DROPOUT_ARGS`) → ``bench_d1024_b128_no_dropout.json``:
-  how models of this size are pretrained, and how MFU is usually reported; dropout's random masks are
-  work that MFU does not count (a fifth of the recorded step's kernel time was in kernels that apply it).
-  The run at batch 64 comes after the CUDA-graph base model, as it was recorded twice already.
-* ``bench-graphs``: the base model against ``nn.Transformer``, both compiled into CUDA graphs
-  (`BENCH_GRAPHS_ARGS`) → ``bench_graphs.json``: the compiled step without the host's kernel launches.
-* ``dates``: the date model with the recipe `DATE_RECIPE` (CUDA graphs, compiled before the clock),
-  one run per seed, each in a process of its own → ``date.json``, laid out as ``h100_date_graphs.json``
-  (the Training results page reads that layout). The first seed runs first, then the same recipe
-  uncompiled for that seed, as ``eager_baseline`` (timings compare only on the same machine), then the
-  other seeds, which find the compile cache the first one filled.
-* ``tests``: ``tests/test_gpu.py``, the fast paths against the readable ones → ``test_gpu.log``.
-* ``bench``: the base model against compiled ``nn.Transformer`` (`BENCH_ARGS`) → ``bench.json``,
-  laid out as ``h100_bench.json``, and where tfm_ref's compiled step spends its time → ``bench_profile.txt``.
-
-Each run has a time limit (`TIME_LIMITS`), cut to what is left of ``--budget``; a run that would start
-with less than it needs is skipped, and a later, shorter one may still run. A run that fails, runs out
-of time or is skipped is reported and the next one runs. The runs' output goes to ``measure_gpu.log``;
-the last lines printed are a table of every run. Nothing here writes into ``tfm_lab/results/``:
-compare the new files with the recorded ones, then copy over those that are better measured.
-``--device cpu`` with a ``--recipe`` of a few steps runs the same code without a GPU (the tests do),
-but a CPU run is no GPU figure.
+The parts (`PARTS`: bench-d1024, bench-graphs, dates, tests, bench) run the benchmark, the trainer and
+tests/test_gpu.py with the recorded settings (`BENCH_*_ARGS`, `DATE_RECIPE`), each under a time limit
+(`TIME_LIMITS`) cut to what is left of ``--budget``; a run that fails or does not fit is reported and the
+next one runs. The last lines printed are a table of every run. Nothing is written into
+``tfm_lab/results/``: compare, then copy over what is better measured. Each part, and why it runs in its
+place: tfm_lab/README.md.
 """
 from __future__ import annotations
 

@@ -10,11 +10,9 @@ characters):
     inp     <bos> 2 0 2 6 - 1 1 - 2 2          (the target shifted right)
     target  2 0 2 6 - 1 1 - 2 2 <eos>
 
-Every format is a template (`FORMATS`) of literal text and fields ({d} day, {B} month name, {Y}
-year, …). Batches are assembled without Python per example: each template is cut into
-pieces, every possible piece (the literals, and each field for every value it can take) is
-encoded once into a table, and a batch is a gather of pieces plus one scatter that lays them
-side by side. `render` is the plain-Python reference the tests compare it with.
+Every format is a template (`FORMATS`) of literal text and fields ({d} day, {B} month name, {Y} year, …).
+A batch is built without Python per example, from a table of every piece a template can produce, encoded
+once (`_PieceTable`): a gather of pieces, then one scatter. `render` is the plain-Python reference.
 
 Held out: a fixed tenth of the days between `FIRST_DAY` and `LAST_DAY` (chosen by
 `heldout_hash`) are never drawn for training, in any format.
