@@ -1,15 +1,12 @@
 """Chapter 4 widget — the alignment view: cross-attention of the trained date model.
 
-Type a date ("Nov 22, 2026", "2026年11月22日", …); the model translates it greedily to ISO
-8601, then one teacher-forced pass over its own answer records every cross-attention map:
-row t shows which source characters output character t looked at (n_tgt × n_src).
-Plug in your own attention with ``alignment_view(fn=my_attention)``: the model's attention
-layers then call ``fn(q, k, v, mask, return_weights=..., dropout_p=..., is_causal=...)`` instead of
-tfm_ref's (the decoder's self-attention passes ``mask=None, is_causal=True``: the causal triangle is
-fn's to apply); ``only="cross_attn"`` hands fn the cross-attention layers alone.
-Your own model (the capstone's) goes in ``dates``, with your greedy decoding as ``decode`` when
-the model has no KV cache.
-On the book's pages, `static_alignment_view` is the widget: a few dates, every layer and head.
+Type a date ("Nov 22, 2026", "2026年11月22日", …); the model translates it greedily to ISO 8601, then one
+teacher-forced pass over its own answer records every cross-attention map: row t shows which source
+characters output character t looked at (n_tgt × n_src). Plug in your own attention with
+``alignment_view(fn=my_attention)``: the model's attention layers then call ``fn(q, k, v, mask,
+return_weights=..., dropout_p=..., is_causal=...)`` (the decoder's self-attention passes ``mask=None,
+is_causal=True``); ``only="cross_attn"`` hands fn the cross-attention alone. Your own model (the capstone's)
+goes in ``dates``, with your greedy decoding as ``decode``. On the book's pages, `static_alignment_view`.
 
 Shapes: B batch · H heads · T target positions · S source positions.
 """

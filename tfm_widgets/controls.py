@@ -1,10 +1,7 @@
 """Wiring shared by the widgets of chapters 5–9: controls → redraw → figure, with errors shown.
 
-`figure_image` shows a figure on a page as a PNG, whatever matplotlib backend the kernel has.
-`live_widget` observes every control, redraws the figure into an output area when one
-changes, shows a ValueError (a bad width, a function returning the wrong shape) as a red line
-instead of a traceback, and wraps everything in a `display.LiveWidget`, whose snapshot is the
-first figure drawn (not drawn a second time) and which names the widget's static version, if any.
+`live_widget` redraws the figure when a control changes and shows a ValueError as a red line instead of a
+traceback; `figure_image` shows a figure as a PNG, whatever matplotlib backend the kernel has.
 """
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """Chapter 8 widget — step through greedy decoding one token at a time, with masks and attention.
 
-At step t the decoder reads only its newest token (the key/value cache holds the earlier
-ones) and produces a distribution over the next token. The figure shows, up to the chosen
-step: (a) the causal mask of the prefix, (b) the masked self-attention rows, (c) the
-cross-attention rows over the source characters, (d) the most likely next tokens.
-
-Plug in your own decoding rule with ``decoder_stepper(fn=my_pick)``: ``fn(logits) -> int``
-takes the (V,) logits of one step and returns the next token id (None: argmax, i.e. greedy).
-On the book's pages, `static_decoder_stepper` is the widget: every step of four dates.
+At step t the decoder reads only its newest token (the KV cache holds the rest). The figure shows, up to
+the chosen step: the causal mask, the masked self-attention rows, the cross-attention rows over the source
+and the most likely next tokens. Plug in your own decoding rule with ``decoder_stepper(fn=my_pick)``:
+``fn(logits) -> int`` takes one step's (V,) logits (None: argmax). On the book's pages,
+`static_decoder_stepper`: every step of four dates.
 
 Shapes: S source positions · T generated positions · H heads · V vocabulary.
 """

@@ -1,11 +1,7 @@
 """Show a widget live in Jupyter, and as an HTML snapshot of its initial state where no kernel runs.
 
-Outside a kernel (the book's pages, a notebook viewer) the widget JavaScript has nothing to talk
-to, so each widget also carries an HTML snapshot: its title and its first figure. A widget with a
-static version names it in the snapshot (`static.StaticRecipe`), and the book's build replaces the
-snapshot on the page by that version, whose controls work without a kernel.
-Figures are drawn on `matplotlib.figure.Figure` objects, never through pyplot, so no GUI backend
-is needed (headless builds, CI).
+The snapshot (title and first figure) names the widget's static version, if any, which the book's build puts
+in its place. Figures are `matplotlib.figure.Figure` objects, never pyplot's: no GUI backend is needed.
 """
 from __future__ import annotations
 

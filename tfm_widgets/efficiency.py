@@ -1,14 +1,10 @@
 """Chapter 9 widget — time and memory of attention against sequence length: eager vs fused.
 
-The eager path (`tfm_ref.scaled_dot_product_attention`) materialises the (T, S) score and
-weight matrices, so its memory grows as n²; the fused kernel (`tfm_ref.sdpa_attention`, which
-calls ``F.scaled_dot_product_attention``: a FlashAttention-style tiled kernel on CPU and GPU)
-keeps only (T, Dh) outputs and per-row statistics. `measure_attention` measures both on this
-machine; `PeakMemory` counts the bytes of every tensor the operators create and free, which
-works on CPU, where PyTorch has no allocator statistics. Plug in your own attention with
-``attention_cost_explorer(fn=my_attention)``: ``fn(q, k, v) -> out`` is measured alongside.
-On the book's pages, `static_attention_cost_explorer` is the widget: the recorded benchmark, and
-measurements made on the machine that built the book.
+The eager path keeps the (T, S) scores, so its memory grows as n²; the fused kernel
+(``F.scaled_dot_product_attention``) does not. `measure_attention` measures both on this machine, memory with
+`PeakMemory` (which works on a CPU too: tfm_widgets/README.md). Plug in your own attention with
+``attention_cost_explorer(fn=my_attention)``: ``fn(q, k, v) -> out`` is measured alongside. On the book's
+pages, `static_attention_cost_explorer`: the recorded benchmark and the build machine's measurements.
 
 Shapes: B batch · H heads · T = S = n positions · Dh head width.
 """

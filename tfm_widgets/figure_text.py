@@ -1,18 +1,9 @@
 """The words of the book's figures in the edition's language, with no change to the code that draws them.
 
-A figure's words are its `matplotlib.text.Text` artists: titles, axis labels, legend entries, tick
-labels, annotations. `install` wraps two of their methods, once per process: `Text.set_text` gives
-every text to the catalogue, so that the figure is laid out with the translated words, and `Text.draw`
-adds the message of every text it draws to the sets of `recording`, so that the book's build can list
-them for the translators (_ext/figure_texts.py). While installed, a glyph that no font has (drawn as a
-box) is an error. Nothing changes until `install` is called: the book's build calls it, in its own
-process and in its kernels (`start_book_kernel`); a reader's kernel does not.
-
-Each line of a text is a message (a title's second line often names data, such as an example's input),
-with each number written as a placeholder, ``{0}``, ``{1}``, …: "head 3 → kv 1" and "head 5 → kv 2" are
-one message, "head {0} → kv {1}", translated once ("头 {0} → KV 头 {1}"); the translation gets the numbers
-back in its placeholders, in any order. Lines without a word (two letters in a row, math aside), such as
-numbered ticks, are not messages.
+`install` (called by the book's build alone, never in a reader's kernel) wraps `matplotlib.text.Text` so that
+every line of a figure's text is looked up in the catalogue, with its numbers as placeholders ("head {0} → kv
+{1}"), and `recording` collects the messages drawn, for the translators. How, and what counts as a message:
+tfm_widgets/README.md.
 """
 from __future__ import annotations
 

@@ -1,14 +1,11 @@
 """Chapter 7 widgets — which elements a normalisation pools, and Post- vs Pre-Norm in a deep stack.
 
-`norm_axes_explorer` draws a (B, T, D) activation tensor as B grids of T × D cells and colours
-the cells that one BatchNorm, LayerNorm or RMSNorm statistic is computed over; it also applies
-a normalisation (yours, with ``fn=``) and shows that every such group comes out with mean 0
-(not for RMSNorm) and root-mean-square 1.
-
-`depth_explorer` builds a deep stack of encoder blocks, Post-Norm and Pre-Norm from the same
-seed, and plots the gradient norm that reaches each layer at initialisation. The chapter's
-training experiment uses `DeepStack` and `train_deep_stack` from here as well. On the book's pages,
-`static_norm_axes_explorer` and `static_depth_explorer` are the widgets.
+`norm_axes_explorer` colours the cells of a (B, T, D) tensor that one BatchNorm, LayerNorm or RMSNorm
+statistic pools, and shows that a normalisation (yours, with ``fn=``) leaves each group with mean 0 (not
+RMSNorm) and root-mean-square 1. `depth_explorer` plots the gradient norm reaching each layer of a deep
+stack at initialisation, Post-Norm against Pre-Norm from the same seed; the chapter's training experiment
+uses its `DeepStack` and `train_deep_stack`. On the book's pages, `static_norm_axes_explorer` and
+`static_depth_explorer`.
 
 Shapes: B batch · T positions · D model width · V vocabulary · L layers.
 """

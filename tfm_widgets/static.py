@@ -1,17 +1,9 @@
 """The static version of a widget, for the book's pages: a few values per control, every state drawn ahead.
 
-The published book is a static site with no kernel behind it. So every widget also describes a
-coarse version of itself (`StaticWidget`): each control offers a few values (`Control`), and each
-figure (`Panel`) depends on some of the controls and is drawn — by the widget's own drawing code —
-once for every combination of their values. `render` writes those figures as PNG files (in 256
-colours: a quarter of the bytes) with a manifest that says which file each combination shows;
-`static_html` writes the controls and the initial figures; ``_static/tfm-widgets.js`` swaps a
-figure when a control moves, so the browser fetches a state only when the reader first asks for it.
-
-A live widget names its static version with a `StaticRecipe` (a factory in ``tfm_widgets`` and
-JSON keyword arguments), carried in its HTML snapshot, so the book's build can rebuild the static
-version in its own process (``_ext/widget_states.py``) and `cached_render` can skip drawing it again
-while neither the recipe nor the code changed.
+A `StaticWidget` has `Control`s, each offering a few values, and `Panel`s, each drawn by the widget's own code
+for every combination of the controls it depends on. `render` writes the figures and a manifest, `static_html`
+the page's part; a `StaticRecipe` in a live widget's snapshot lets the book's build make it again
+(`cached_render`). The whole path, page script included: tfm_widgets/README.md.
 """
 from __future__ import annotations
 
