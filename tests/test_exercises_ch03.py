@@ -2,6 +2,7 @@
 list are checked without the causal mask too; a failing earlier function is shown with its diagnosis.
 """
 import torch
+from exercise_proofs import assert_named_in_both_languages
 
 import tfm_ref
 
@@ -63,3 +64,27 @@ def test_the_visible_checks_try_a_list_of_lengths_and_int32_targets():
         assert report.mistake == "<bos> column of the wrong dtype", (seed, report.message)
         report = chapter.ATTENTION_MASK.run(attention_mask, seed=seed)
         assert "'lengths as a Python list' failed" in report.message, (seed, report.message)
+
+
+def _causal_mask(offset_of=lambda n_q, n_k: n_k - n_q):
+    def causal_mask(n_q, n_k=None, device=None):
+        n_k = n_q if n_k is None else n_k
+        return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(diagonal=offset_of(n_q, n_k))
+    return causal_mask
+
+
+def _shift_right(bos_column=lambda targets, bos_id: targets.new_full((targets.shape[0], 1), bos_id)):
+    def shift_right(targets, bos_id):
+        return torch.cat([bos_column(targets, bos_id), targets[:, :-1]], dim=1)
+    return shift_right
+
+
+def test_a_triangle_shifted_the_wrong_way_and_a_float_bos_column_are_named_in_english_and_chinese():
+    """A student audit found these failing with only "the output differs" or "the output has dtype …"."""
+    assert chapter.CAUSAL_MASK.run(_causal_mask(), hidden=True, seed=0).passed
+    assert_named_in_both_languages(chapter.CAUSAL_MASK, _causal_mask(lambda n_q, n_k: n_q - n_k),
+                                   "triangle shifted the wrong way (n_q − n_k)", range(3))
+    assert chapter.SHIFT_RIGHT.run(_shift_right(), hidden=True, seed=0).passed
+    float_column = _shift_right(lambda targets, bos_id: torch.zeros(targets.shape[0], 1) + bos_id)  # float32
+    assert_named_in_both_languages(chapter.SHIFT_RIGHT, float_column, "a float <bos> column: the ids become floats",
+                                   range(3))

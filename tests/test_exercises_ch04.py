@@ -2,7 +2,9 @@
 checks build the layer without biases.
 """
 
-from exercise_proofs import assert_named
+import torch
+from exercise_proofs import assert_named, assert_named_in_both_languages
+from student_layers import StudentAttentionLayer
 
 import tfm_ref
 from autograde.exercises import ch04_cross_attention as chapter
@@ -72,3 +74,49 @@ def test_self_and_cross_masks_with_their_roles_swapped_are_named_where_both_diff
         assert report.mistake == "roles swapped: padding on self_mask, look-ahead on cross_mask", report.message
         assert "the self_mask differs" in report.message and "the cross_mask differs too" in report.message
         assert "tgt_len = 1\n" not in report.message
+
+
+def _cross_attention(values_with=lambda w_k, w_v: w_v):
+    def cross_attention(x, memory, w_q, w_k, w_v, src_mask=None):
+        mask = None if src_mask is None else src_mask[:, None, :]  # (B, 1, S)
+        return tfm_ref.scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ values_with(w_k, w_v), mask,
+                                                    return_weights=True)
+    return cross_attention
+
+
+def _cross_layer(values_from_context=True):
+    class MultiHeadAttention(StudentAttentionLayer):
+        def forward(self, x, context=None, mask=None):
+            source = x if context is None else context
+            q = tfm_ref.split_heads(self.q_proj(x), self.n_heads)  # (B, H, T, Dh)
+            k = tfm_ref.split_heads(self.k_proj(source), self.n_kv_heads)  # (B, G, S, Dh)
+            v = tfm_ref.split_heads(self.v_proj(source if values_from_context else x), self.n_kv_heads)
+            n_rep = self.n_heads // self.n_kv_heads
+            k, v = tfm_ref.repeat_kv(k, n_rep), tfm_ref.repeat_kv(v, n_rep)  # (B, H, S, Dh)
+            out = tfm_ref.scaled_dot_product_attention(q, k, v, mask)
+            return self.out_proj(tfm_ref.merge_heads(out))  # (B, T, D)
+    return MultiHeadAttention
+
+
+def _masks(pad_self=False):
+    def encoder_decoder_masks(src_lengths, src_len, tgt_len):
+        batch = len(src_lengths)
+        self_mask = tfm_ref.causal_mask(tgt_len).expand(batch, 1, tgt_len, tgt_len)
+        if pad_self:  # the source's lengths, over the target positions
+            self_mask = self_mask & tfm_ref.padding_mask(src_lengths, tgt_len)[:, None, None, :]
+        cross_mask = tfm_ref.padding_mask(src_lengths, src_len)[:, None, None, :].expand(batch, 1, tgt_len, src_len)
+        return self_mask, cross_mask
+    return encoder_decoder_masks
+
+
+def test_values_projected_or_taken_wrong_and_source_padding_on_the_self_mask_are_named_in_english_and_chinese():
+    """A student audit found these failing with only a shape, a raw ValueError or "the self_mask differs"."""
+    for exercise, right, wrong, mistake in (
+            (chapter.CROSS_ATTENTION, _cross_attention(), _cross_attention(lambda w_k, w_v: w_k),
+             "values projected with w_k"),
+            (chapter.CROSS_MULTIHEAD, _cross_layer(), _cross_layer(values_from_context=False),
+             "values taken from x, keys from the context"),
+            (chapter.ENCODER_DECODER_MASKS, _masks(), _masks(pad_self=True),
+             "source padding applied to the self-attention too")):
+        assert exercise.run(right, hidden=True, seed=0).passed, exercise.key
+        assert_named_in_both_languages(exercise, wrong, mistake, range(3))

@@ -1,7 +1,7 @@
 """Chapter 5 checks beyond tests/test_exercises.py: RoPE on any leading axes, failures at offset 0 shrink, and a
 base written in as 10000 is named on the visible cases."""
 import torch
-from exercise_proofs import assert_named
+from exercise_proofs import assert_named, assert_named_in_both_languages
 
 import tfm_ref
 from autograde.exercises import ch05_positional as chapter
@@ -40,3 +40,23 @@ def _rope_base_written_in(x, positions, base=10000.0):
 
 def test_a_rope_that_ignores_base_is_named_on_the_visible_cases():
     assert_named(chapter.ROPE, _rope_base_written_in, "base argument ignored (always 10000)", range(5))
+
+
+def _learned(rows_of=lambda x: x.shape[-2]):
+    class LearnedPositionalEncoding(torch.nn.Module):
+        def __init__(self, d_model, max_len):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+
+        def forward(self, x, offset=0):
+            n = rows_of(x)
+            rows = self.weight[offset:offset + n]  # (T, D) when n is the number of positions
+            return x + (rows if n == x.shape[-2] else rows[:, None, :])
+    return LearnedPositionalEncoding
+
+
+def test_rows_taken_by_the_batch_size_are_named_in_english_and_chinese():
+    """A student audit found this failing with only "the output differs"."""
+    assert chapter.LEARNED.run(_learned(), hidden=True, seed=0).passed
+    assert_named_in_both_languages(chapter.LEARNED, _learned(rows_of=lambda x: x.shape[0]),
+                                   "one row per sequence: rows counted along the batch axis", range(3))

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from exercise_proofs import assert_named
+from exercise_proofs import assert_named, assert_named_in_both_languages
 from torch import nn
 
 import tfm_ref
@@ -142,3 +142,17 @@ def test_gelu_and_dropout_in_training_mode_are_visible():
 
     report = chapter.PARAMETER_COUNT.run(count_biases_three_d_ff, seed=0)
     assert report.mistake == "biases sized by the hidden width only", report.message
+
+
+def _count(biases=lambda d_model, d_ff, up_maps: up_maps * d_ff + d_model):
+    def ffn_parameter_count(d_model, d_ff, kind="relu", bias=True):
+        up_maps = 2 if kind == "swiglu" else 1  # up_proj, and gate_proj for SwiGLU
+        return (up_maps + 1) * d_model * d_ff + (biases(d_model, d_ff, up_maps) if bias else 0)
+    return ffn_parameter_count
+
+
+def test_a_count_with_down_proj_s_bias_only_is_named_in_english_and_chinese():
+    """A student audit found this failing with only "the output is 14, expected 17"."""
+    assert chapter.PARAMETER_COUNT.run(_count(), hidden=True, seed=0).passed
+    assert_named_in_both_languages(chapter.PARAMETER_COUNT, _count(lambda d_model, d_ff, up_maps: d_model),
+                                   "only down_proj's bias counted", range(3))

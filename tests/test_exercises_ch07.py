@@ -5,7 +5,7 @@ module whose initial γ is random in a way no catalogued mistake draws is told s
 """
 import pytest
 import torch
-from exercise_proofs import assert_named
+from exercise_proofs import assert_named, assert_named_in_both_languages
 from torch import nn
 
 from autograde.exercises import ch07_norms as chapter
@@ -120,3 +120,18 @@ def test_rms_norm_without_weight_is_named():
 
 def test_rms_norm_with_eps_written_in_is_named():
     assert_named(chapter.RMS_NORM, _rms_eps_written_in, "eps argument ignored (always 1e-6)", range(5))
+
+
+def _rms_norm(normaliser=torch.sqrt):
+    def rms_norm(x, weight, eps=1e-6):
+        xf = x.float()
+        y = xf / normaliser(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
+        return (y if weight is None else y * weight).to(x.dtype)
+    return rms_norm
+
+
+def test_rms_norm_without_the_square_root_is_named_in_english_and_chinese():
+    """A student audit found this failing with only "the output differs"."""
+    assert chapter.RMS_NORM.run(_rms_norm(), hidden=True, seed=0).passed
+    assert_named_in_both_languages(chapter.RMS_NORM, _rms_norm(normaliser=lambda mean_square: mean_square),
+                                   "divided by the mean square, without the square root", range(3))

@@ -194,8 +194,11 @@ def _student_encoder(*, branch_dropout=True, use_mask=True, pre_norm_when=lambda
     return EncoderBlock
 
 
-def _student_decoder(*, branch_dropout=True, pre_norm_when=lambda norm_first: norm_first, queries_from_memory=False):
-    """``queries_from_memory``: self.cross_attn(memory, h), the arguments the wrong way round."""
+def _student_decoder(*, branch_dropout=True, pre_norm_when=lambda norm_first: norm_first, queries_from_memory=False,
+                     memory_through_norm=False, cross_first=False):
+    """``queries_from_memory``: self.cross_attn(memory, h), the arguments the wrong way round;
+    ``memory_through_norm``: memory passed through the cross-attention's norm; ``cross_first``: the
+    cross-attention sublayer before the self-attention one."""
     class DecoderBlock(torch.nn.Module):
         def __init__(self, d_model, n_heads, d_ff, dropout=0.1, *, norm_first=False):
             super().__init__()
@@ -207,11 +210,16 @@ def _student_decoder(*, branch_dropout=True, pre_norm_when=lambda norm_first: no
                 for _ in range(3))
 
         def forward(self, x, memory, self_mask=None, cross_mask=None):
-            x = self.self_residual(x, lambda h: self.self_attn(h, mask=self_mask))
-            if queries_from_memory:
-                x = self.cross_residual(x, lambda h: self.cross_attn(memory, h, mask=cross_mask))
-            else:
-                x = self.cross_residual(x, lambda h: self.cross_attn(h, memory, mask=cross_mask))
+            def attend_to_itself(x):
+                return self.self_residual(x, lambda h: self.self_attn(h, mask=self_mask))
+
+            def attend_to_source(x):
+                context = self.cross_residual.norm(memory) if memory_through_norm else memory
+                if queries_from_memory:
+                    return self.cross_residual(x, lambda h: self.cross_attn(context, h, mask=cross_mask))
+                return self.cross_residual(x, lambda h: self.cross_attn(h, context, mask=cross_mask))
+
+            x = attend_to_itself(attend_to_source(x)) if cross_first else attend_to_source(attend_to_itself(x))
             return self.ffn_residual(x, self.ffn)
     return DecoderBlock
 
@@ -401,3 +409,41 @@ def test_a_loss_that_ignores_its_smoothing_argument_is_named_by_the_visible_chec
     """Every visible case had ε = 0.1, the default: a loss with ε = 0.1 written in passed until graded."""
     assert_named_in_both_languages(chapter.LABEL_SMOOTHING, _loss_with_epsilon_fixed,
                                    "ε fixed at 0.1 instead of the `smoothing` given", range(5))
+
+
+@pytest.mark.usefixtures("checks_on_one_thread")
+@pytest.mark.parametrize("how, mistake", [
+    ({"memory_through_norm": True}, "memory normalised by the cross-attention's norm, Post-Norm too"),
+    ({"cross_first": True}, "cross-attention before self-attention"),
+], ids=["memory normalised", "cross first"])
+def test_a_decoder_block_wired_in_the_wrong_order_or_normalising_memory_is_named_in_english_and_chinese(how, mistake):
+    """A student audit found these failing with only "the output differs"."""
+    assert_named_in_both_languages(chapter.DECODER_BLOCK, _student_decoder(**how), mistake, range(3))
+
+
+def _student_loss(*, smoothing_of=lambda log_probs: -log_probs.mean(dim=-1)):
+    def label_smoothed_cross_entropy(logits, target, smoothing=0.1, ignore_index=0):
+        log_probs = logits.log_softmax(dim=-1)  # (B, T, V)
+        nll = -log_probs.gather(-1, target[..., None])[..., 0]  # (B, T)
+        loss = (1 - smoothing) * nll + smoothing * smoothing_of(log_probs)
+        real = target != ignore_index
+        return (loss * real).sum() / real.sum()
+    return label_smoothed_cross_entropy
+
+
+def _student_beam_step(*, parent_by=lambda k, vocab: vocab):
+    def beam_step(scores, log_probs):
+        batch, k, vocab = log_probs.shape
+        best, index = (scores[:, :, None] + log_probs).reshape(batch, k * vocab).topk(k, dim=-1)
+        return best, index // parent_by(k, vocab), index % vocab
+    return beam_step
+
+
+def test_a_smoothing_term_summed_over_the_classes_and_a_parent_decoded_with_k_are_named_in_english_and_chinese():
+    """A student audit found these failing with only "the output is …, expected …" or "the parents differ"."""
+    assert chapter.LABEL_SMOOTHING.run(_student_loss(), hidden=True, seed=0).passed
+    assert_named_in_both_languages(chapter.LABEL_SMOOTHING, _student_loss(smoothing_of=lambda lp: -lp.sum(dim=-1)),
+                                   "smoothing term summed over the classes, not averaged", range(3))
+    assert chapter.BEAM_STEP.run(_student_beam_step(), hidden=True, seed=0).passed
+    assert_named_in_both_languages(chapter.BEAM_STEP, _student_beam_step(parent_by=lambda k, vocab: k),
+                                   "parent decoded with K instead of V (the token right)", range(3))

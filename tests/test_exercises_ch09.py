@@ -193,3 +193,45 @@ def test_tiled_attention_without_a_guard_for_fully_masked_rows_is_named_by_the_v
 
     assert_named_in_both_languages(chapter.TILED_ATTENTION, tiled_attention,
                                    "no guard for ℓ = 0 in the final division (fully masked rows)", range(5))
+
+
+def _online_softmax(x, block_size, dim=-1, *, final_shift=True):
+    """A student's online softmax: right by default; ``final_shift=False`` takes the output's exps against the
+    first block's maximum, which it kept, instead of the final one."""
+    row = x.movedim(dim, -1)  # (…, N)
+    m = torch.full((*row.shape[:-1], 1), float("-inf"), dtype=x.dtype)
+    total, first = torch.zeros_like(m), None
+    for start in range(0, row.shape[-1], block_size):
+        block = row[..., start:start + block_size]
+        m_new = torch.maximum(m, block.amax(dim=-1, keepdim=True))
+        shift = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+        total = total * torch.exp(m - shift) + torch.exp(block - shift).sum(dim=-1, keepdim=True)
+        m, first = m_new, shift if first is None else first
+    shift = torch.where(torch.isfinite(m), m, torch.zeros_like(m)) if final_shift else first
+    return (torch.exp(row - shift) / torch.where(total == 0, torch.ones_like(total), total)).movedim(-1, dim)
+
+
+def _tiled_tile_by_tile(q, k, v, mask=None, *, q_tile=64, k_tile=64):
+    """Each key tile's own softmax, the tiles' outputs summed: nothing carried from one tile to the next."""
+    if mask is not None:
+        mask = mask.expand(*q.shape[:-1], k.shape[-2])
+    out = 0
+    for j in range(0, k.shape[-2], k_tile):
+        s = q @ k[..., j:j + k_tile, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = s.masked_fill(~mask[..., j:j + k_tile], float("-inf"))
+        m = s.amax(-1, keepdim=True)
+        p = torch.exp(s - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
+        total = p.sum(-1, keepdim=True)
+        out = out + p / torch.where(total == 0, torch.ones_like(total), total) @ v[..., j:j + k_tile, :]
+    return out
+
+
+def test_a_stale_maximum_and_key_tiles_normalised_alone_are_named_in_english_and_chinese():
+    """A student audit found these failing with only "the output differs"."""
+    assert chapter.ONLINE_SOFTMAX.run(_online_softmax, hidden=True, seed=0).passed
+    assert_named_in_both_languages(chapter.ONLINE_SOFTMAX, lambda x, block_size, dim=-1: _online_softmax(
+        x, block_size, dim, final_shift=False), "output's exps taken against the first block's maximum", range(3))
+    assert chapter.TILED_ATTENTION.run(_tiled, hidden=True, seed=0).passed
+    assert_named_in_both_languages(chapter.TILED_ATTENTION, _tiled_tile_by_tile,
+                                   "each key tile normalised on its own, and the tiles' outputs summed", range(3))

@@ -337,3 +337,13 @@ def test_a_fit_that_does_not_pass_its_smoothing_on_is_named_by_the_visible_check
                 for step, batch in enumerate(batches)]
 
     assert_named_in_both_languages(chapter.FIT, fit, "smoothing not passed to train_step", range(2))
+
+
+def test_a_fit_that_does_not_pass_its_factor_on_is_named_in_english_and_chinese():
+    """A student audit found this failing with only "the loss of each step differs"."""
+    def fit(model, batches, *, d_model, warmup, factor=1.0, smoothing=0.1):
+        optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)
+        return [_hand_written_step(model, optimizer, batch, step, d_model=d_model, warmup=warmup,
+                                   smoothing=smoothing)[0] for step, batch in enumerate(batches)]
+
+    assert_named_in_both_languages(chapter.FIT, fit, "factor not passed to train_step", range(2))

@@ -104,6 +104,11 @@ def _causal_not_aligned(n_q, n_k=None, device=None):
     return ones.tril()
 
 
+def _causal_shift_reversed(n_q, n_k=None, device=None):
+    ones, offset = _ones(n_q, n_k)
+    return ones.tril(diagonal=-offset)  # n_q − n_k: moved left when there are more keys
+
+
 def _causal_everything(n_q, n_k=None, device=None):
     ones, offset = _ones(n_q, n_k)
     future = ones.long().triu(diagonal=offset + 1)  # 1 above the diagonal, as integers
@@ -152,6 +157,10 @@ CAUSAL_MASK = Exercise(
                 "with n_k > n_q the queries are the *last* n_q positions (decoding with a cache), so query i "
                 "sees keys 0 … i + n_k − n_q; your triangle starts at the first key.",
                 "shift the triangle: tril(diagonal=n_k - n_q)."),
+        Mistake("triangle shifted the wrong way (n_q − n_k)", _causal_shift_reversed,
+                "with n_k > n_q the triangle must move *right* by n_k − n_q, so that the last query sees every "
+                "key; tril(diagonal=n_q − n_k) moves it left, and the newest keys are hidden from every query.",
+                "the offset is n_k − n_q, positive when there are more keys: tril(diagonal=n_k - n_q)."),
         Mistake("nothing blocked", _causal_everything,
                 "your mask lets every query see every key. A common cause: ~ on an integer 0/1 tensor flips its "
                 "bits (~0 = −1, ~1 = −2), and both are true as booleans.",
@@ -418,6 +427,11 @@ def _shift_roll(targets, bos_id):
     return targets.roll(1, dims=1)  # the last target wraps round to position 0
 
 
+def _shift_float_bos(targets, bos_id):
+    bos = torch.zeros(targets.shape[0], 1) + bos_id  # float32: cat makes the whole input float
+    return torch.cat([bos, targets[:, :-1]], dim=1)
+
+
 def _shift_bos_int64(targets, bos_id):
     bos = torch.full((targets.shape[0], 1), bos_id)  # int64 whatever the targets' dtype
     return torch.cat([bos, targets[:, :-1]], dim=1)
@@ -466,6 +480,10 @@ SHIFT_RIGHT = Exercise(
                 "torch.full makes int64 by default, and cat promotes the int32 targets to it: the result is not "
                 "in the targets' dtype.",
                 "build the <bos> column with the targets' dtype: targets.new_full((B, 1), bos_id)."),
+        Mistake("a float <bos> column: the ids become floats", _shift_float_bos,
+                "torch.zeros, torch.ones and a float fill make float32, and cat promotes the integer targets to "
+                "it: token ids must stay integers, in the targets' dtype, to index the embedding.",
+                "build the <bos> column from the targets: targets.new_full((B, 1), bos_id)."),
     ],
     forbidden=(shift_right_reference,),
 )

@@ -148,6 +148,10 @@ def _cross_values_from_x(x, memory, w_q, w_k, w_v, src_mask=None):
     return tfm_ref.scaled_dot_product_attention(x @ w_q, memory @ w_k, x @ w_v, mask, return_weights=True)
 
 
+def _cross_values_with_w_k(x, memory, w_q, w_k, w_v, src_mask=None):
+    return cross_attention_reference(x, memory, w_q, w_k, w_k, src_mask)
+
+
 def _cross_mask_on_the_query_axis(x, memory, w_q, w_k, w_v, src_mask=None):
     mask = None if src_mask is None else src_mask[:, :, None]  # (B, S, 1): against (B, T, S) scores
     return tfm_ref.scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, mask, return_weights=True)
@@ -252,6 +256,10 @@ CROSS_ATTENTION = Exercise(
                 "the keys and the values both come from the encoder's output: each source position offers a key "
                 "to be matched and the value that is then mixed, so both have S rows.",
                 "v = memory @ w_v."),
+        Mistake("values projected with w_k", _cross_values_with_w_k,
+                "the values have a projection of their own, w_v (D, Dv): memory @ w_k gives Dk-wide values, so "
+                "the output has Dk columns instead of Dv (and mixes what the keys offer, not the values).",
+                "v = memory @ w_v."),
         Mistake("source mask on the query axis", _cross_mask_on_the_query_axis,
                 "src_mask[:, :, None] is (B, S, 1): it lines the source positions up with the scores' target "
                 "axis. The mask blocks keys, the scores' last axis.",
@@ -327,6 +335,16 @@ class _MHAAllFromContext(BrokenMultiHeadAttention):
         return (x, x) if context is None else (context, context)
 
 
+class _MHAValuesFromX(BrokenMultiHeadAttention):
+    def forward(self, x, context=None, mask=None):
+        source = x if context is None else context
+        q = self.split(self.q_proj(x), self.n_heads)  # (B, H, T, Dh)
+        k = self.split_kv(self.k_proj(source))  # (B, G, S, Dh)
+        v = self.split_kv(self.v_proj(x))  # (B, G, T, Dh): the decoder's, not the context's
+        n_rep = self.n_heads // self.n_kv_heads
+        return self.project_out(self.merge(self.attend(q, self.repeat(k, n_rep), self.repeat(v, n_rep), mask)))
+
+
 def _mha_causal_cross(name: str) -> type[BrokenMultiHeadAttention]:
     class CausalCross(BrokenMultiHeadAttention):
         def attend(self, q, k, v, mask):
@@ -369,6 +387,12 @@ CROSS_MULTIHEAD = Exercise(
                 "when `context` is given, the keys and values come from it (the encoder's output); only the "
                 "queries come from x.",
                 "source = x if context is None else context; k_proj and v_proj read source, q_proj reads x."),
+        Mistake("values taken from x, keys from the context", _MHAValuesFromX,
+                "the keys and the values both come from the context: each source position offers a key to match "
+                "and the value then mixed, so both have S positions; values from x have T, and with T ≠ S the "
+                "attention cannot pair them.",
+                "v = split_heads(self.v_proj(source), self.n_kv_heads), with source = x if context is None else "
+                "context, as for the keys."),
         *(Mistake(name, impl, "the queries come from x (the decoder, T positions) and the context gives the keys "
                               "and values (S positions), so the output is (B, T, D).",
                   "q = split_heads(self.q_proj(x), self.n_heads); only k_proj and v_proj read the context.")
@@ -431,6 +455,12 @@ def _masks_roles_swapped(src_lengths, src_len, tgt_len):
     keys = tfm_ref.key_mask(tfm_ref.padding_mask(src_lengths, tgt_len))  # the source padding, over the targets
     look_ahead = tfm_ref.causal_mask(tgt_len, src_len)  # (T, S), aligned to the end: no padding at all
     return keys.expand(batch, 1, tgt_len, tgt_len), look_ahead.expand(batch, 1, tgt_len, src_len)
+
+
+def _masks_source_padding_on_self(src_lengths, src_len, tgt_len):
+    self_mask, cross_mask = encoder_decoder_masks_reference(src_lengths, src_len, tgt_len)
+    keys = tfm_ref.key_mask(tfm_ref.padding_mask(src_lengths, tgt_len))  # the source's lengths, over the targets
+    return self_mask & keys, cross_mask
 
 
 def _masks_shape_of_list(src_lengths, src_len, tgt_len):
@@ -511,6 +541,12 @@ ENCODER_DECODER_MASKS = Exercise(
                 "are swapped).",
                 "self_mask = causal_mask(tgt_len).expand(B, 1, tgt_len, tgt_len); cross_mask = "
                 "padding_mask(src_lengths, src_len)[:, None, None, :].expand(B, 1, tgt_len, src_len)."),
+        Mistake("source padding applied to the self-attention too", _masks_source_padding_on_self,
+                "the source's lengths count source tokens: they say nothing about the target positions, which the "
+                "look-ahead mask alone governs (a real target position never sees a later, padded one). Your "
+                "self_mask also blocks the target positions past each source's length.",
+                "self_mask = causal_mask(tgt_len).expand(B, 1, tgt_len, tgt_len), without the padding mask; the "
+                "padding mask goes on cross_mask only."),
         Mistake("source padding polarity inverted", _masks_inverted_padding,
                 "True marks the real source tokens (may attend), not the padding.",
                 "use the padding mask as it is (True = real), without negating it."),

@@ -288,6 +288,12 @@ class _LearnedSliceEndsAtT(tfm_ref.LearnedPositionalEncoding):
         return x + self.weight[offset : x.shape[-2]].to(x.dtype)  # T − offset rows: one broadcasts, none is empty
 
 
+class _LearnedRowPerSequence(tfm_ref.LearnedPositionalEncoding):
+    def forward(self, x, offset=0):
+        rows = self.weight[offset : offset + x.shape[0]].to(x.dtype)  # (B, D): one row per sequence
+        return x + rows[:, None, :]  # the same vector at every position of a sequence
+
+
 _LEARNED_LARGEST = dict(B=2, T=3, D=4)
 
 
@@ -325,6 +331,11 @@ LEARNED = Exercise(
                 "offset + T − 1 end at offset + T. Ending at T leaves T − offset rows (none once offset ≥ T), "
                 "which is right only at offset 0.",
                 "self.weight[offset : offset + T], not self.weight[offset : T]."),
+        Mistake("one row per sequence: rows counted along the batch axis", _LearnedRowPerSequence,
+                "x is (B, T, D): the positions are axis 1 (or −2), axis 0 is the batch. Rows taken by x.shape[0] "
+                "give each sequence one vector, the same at all its positions, so nothing tells the positions "
+                "apart.",
+                "T = x.shape[-2]; add self.weight[offset : offset + T], (T, D), which broadcasts over the batch."),
     ],
 )
 

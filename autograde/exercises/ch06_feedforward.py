@@ -527,6 +527,10 @@ def _count_no_down_bias(d_model, d_ff, kind="relu", bias=True):
     return (_up_maps(kind) + 1) * d_model * d_ff + (_up_maps(kind) * d_ff if bias else 0)
 
 
+def _count_only_down_bias(d_model, d_ff, kind="relu", bias=True):
+    return (_up_maps(kind) + 1) * d_model * d_ff + (d_model if bias else 0)
+
+
 def _count_down_proj_forgotten(d_model, d_ff, kind="relu", bias=True):
     return _up_maps(kind) * (d_model * d_ff + (d_ff if bias else 0))
 
@@ -589,6 +593,10 @@ PARAMETER_COUNT = Exercise(
                 "down_proj has a bias too, with d_model entries (one per output); you counted the biases of the "
                 "maps into the hidden width only.",
                 "add d_model for down_proj's bias when bias is True."),
+        Mistake("only down_proj's bias counted", _count_only_down_bias,
+                "every linear map has a bias when bias is True, the maps into the hidden width too: up_proj's "
+                "(and gate_proj's) has d_ff entries; you counted down_proj's d_model only.",
+                "add d_ff for up_proj's bias (and d_ff for gate_proj's in a SwiGLU)."),
         Mistake("down_proj forgotten", _count_down_proj_forgotten,
                 "the FFN maps back to the model width: down_proj (d_ff × d_model weights, d_model biases) is "
                 "part of it; you counted the maps into the hidden width only.",

@@ -286,6 +286,11 @@ def _rms_sum(x, weight, eps=1e-6):
     return _finish_rms(xf / torch.sqrt(xf.pow(2).sum(-1, keepdim=True) + eps), weight, x)
 
 
+def _rms_no_sqrt(x, weight, eps=1e-6):
+    xf = x.float()
+    return _finish_rms(xf / (xf.pow(2).mean(-1, keepdim=True) + eps), weight, x)
+
+
 def _rms_mean_abs(x, weight, eps=1e-6):
     xf = x.float()
     return _finish_rms(xf / (xf.abs().mean(-1, keepdim=True) + eps), weight, x)
@@ -375,6 +380,10 @@ RMS_NORM = Exercise(
         Mistake("square root of the sum instead of the mean", _rms_sum,
                 "the root *mean* square divides the sum of squares by D; you took the root of the sum.",
                 "x.pow(2).mean(dim=-1, keepdim=True), not .sum(...)."),
+        Mistake("divided by the mean square, without the square root", _rms_no_sqrt,
+                "the normaliser is the *root* of the mean square, √(mean(x²) + ε): it has the units of x, so the "
+                "output's root mean square is 1. Dividing by the mean square itself leaves 1/RMS.",
+                "torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps), or divide by torch.sqrt(...)."),
         Mistake("mean absolute value instead of root mean square", _rms_mean_abs,
                 "the normaliser is the root of the mean of the squares, not the mean of the absolute values.",
                 "torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)."),

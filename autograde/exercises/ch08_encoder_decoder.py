@@ -284,17 +284,20 @@ class _DecoderMasksSwapped(tfm_ref.DecoderBlock):
 def _decoder_with(connect, *, causal: bool = True, source_mask: bool = True, inverted_source_mask: bool = False,
                   cross_to_x: bool = False, norm_memory: bool = False, ffn_before_cross: bool = False,
                   queries_from_input: bool = False, residual_dropout: bool = True, arguments_swapped: bool = False,
-                  self_mask_in_cross: bool = False, self_attention_to_memory: bool = False) -> type:
+                  self_mask_in_cross: bool = False, self_attention_to_memory: bool = False,
+                  norm_memory_always: bool = False, cross_first: bool = False) -> type:
     """A tfm_ref.DecoderBlock wired with ``connect`` and one change. ``arguments_swapped``: cross_attn(memory, h),
     the queries from the source; ``self_mask_in_cross``: the look-ahead mask given to the cross-attention too;
-    ``self_attention_to_memory``: the masked self-attention given memory as its context."""
+    ``self_attention_to_memory``: the masked self-attention given memory as its context; ``norm_memory`` (Pre-Norm)
+    or ``norm_memory_always``: memory passed through the cross-attention's norm."""
     def forward(self, x, memory=None, self_mask=None, cross_mask=None):
         first = self.self_residual.norm_first
         norm = self.cross_residual.norm
         block_input = x
 
         def cross(h):
-            context = h if cross_to_x else (norm(memory) if norm_memory and first else memory)
+            normed = norm_memory_always or (norm_memory and first)
+            context = h if cross_to_x else (norm(memory) if normed else memory)
             queries = block_input if queries_from_input else h
             mask = self_mask if self_mask_in_cross else _passed_on(cross_mask, source_mask, inverted_source_mask)
             return self.cross_attn(context, queries, mask=mask) if arguments_swapped else \
@@ -307,6 +310,8 @@ def _decoder_with(connect, *, causal: bool = True, source_mask: bool = True, inv
                  (cross, self.cross_residual), (self.ffn, self.ffn_residual)]
         if ffn_before_cross:
             steps = [steps[0], steps[2], steps[1]]
+        if cross_first:
+            steps = [steps[1], steps[0], steps[2]]
         for sublayer, residual_of in steps:
             x = connect(x, _dropped(sublayer, residual_of, residual_dropout), residual_of.norm, first)
         return x
@@ -385,6 +390,17 @@ DECODER_BLOCK = Exercise(
         Mistake("Pre-Norm: memory normalised by the decoder's norm", _decoder_with(residual, norm_memory=True),
                 "the norm applies to the decoder stream only; memory is already normalised by the encoder.",
                 "x + cross_attn(norm(x), memory), with memory as it comes."),
+        Mistake("memory normalised by the cross-attention's norm, Post-Norm too",
+                _decoder_with(residual, norm_memory_always=True),
+                "each of the block's norms acts on the decoder stream; memory comes from the encoder's stack as it "
+                "is (already normalised there). In Post-Norm the norm comes after the addition, so nothing in the "
+                "block touches memory; yours passes it through cross_residual.norm.",
+                "self.cross_attn(h, memory, mask=cross_mask), with memory as it comes."),
+        Mistake("cross-attention before self-attention", _decoder_with(residual, cross_first=True),
+                "the order is masked self-attention over the target first, then cross-attention to the source "
+                "(its queries are the self-attention sublayer's output), then the FFN; yours attends to the "
+                "source first.",
+                "self_residual, then cross_residual, then ffn_residual."),
         Mistake("FFN before cross-attention", _decoder_with(residual, ffn_before_cross=True),
                 "the order is masked self-attention, cross-attention, then FFN; yours puts the FFN second.",
                 "self_residual, cross_residual, then ffn_residual."),
@@ -824,6 +840,13 @@ def _loss_sum(logits, target, smoothing=0.1, ignore_index=PAD):
     return loss[real].sum()
 
 
+def _loss_smoothing_summed(logits, target, smoothing=0.1, ignore_index=PAD):
+    log_probs = logits.log_softmax(dim=-1)  # (B, T, V)
+    nll = -log_probs.gather(-1, target[..., None])[..., 0]  # (B, T)
+    loss = (1 - smoothing) * nll - smoothing * log_probs.sum(dim=-1)  # ε · Σ_v, not ε · mean_v
+    return loss[target != ignore_index].mean()
+
+
 def _loss_per_sequence(logits, target, smoothing=0.1, ignore_index=PAD):
     loss, real = _smoothed_terms(logits, target, smoothing, ignore_index)
     return loss[real].sum() / target.shape[0]
@@ -913,6 +936,10 @@ LABEL_SMOOTHING = Exercise(
                 "the mean is over the real target tokens, not over the sequences: divided by the batch size, the "
                 "loss is per sequence and grows with the length.",
                 "loss[real].mean(), that is loss.sum() over the real positions / real.sum()."),
+        Mistake("smoothing term summed over the classes, not averaged", _loss_smoothing_summed,
+                "each class gets ε/V of the target, so the smoothing term is ε · mean_v(−log p_v): ε spread over "
+                "the V classes. Summing −log p_v over the classes gives every class ε, V times too much smoothing.",
+                "(1 − ε)·(−log p_y) + ε·(−log_probs).mean(dim=-1)."),
         Mistake("smoothing ignored", _loss_no_smoothing,
                 "the `smoothing` argument ε is not used: your target is the plain one-hot.",
                 "the target puts 1 − ε + ε/V on the correct class and ε/V elsewhere: "
@@ -1022,6 +1049,11 @@ def _beam_index_by_k(scores, log_probs):
     return best, index // k, index % k
 
 
+def _beam_parent_by_k(scores, log_probs):
+    best, index, k, vocab = _beam_flat(scores, log_probs)
+    return best, index // k, index % vocab
+
+
 def _beam_parent_token_swapped(scores, log_probs):
     best, index, _, vocab = _beam_flat(scores, log_probs)
     return best, index % vocab, index // vocab
@@ -1112,6 +1144,11 @@ BEAM_STEP = Exercise(
                 "into blocks of V, the vocabulary size; dividing by K, the beam size, cuts it into blocks of the "
                 "wrong length, and the parents and tokens come out wrong.",
                 "parent = index // V, token = index % V, with V = log_probs.shape[-1]."),
+        Mistake("parent decoded with K instead of V (the token right)", _beam_parent_by_k,
+                "hypothesis k's V candidates sit at k·V … k·V + V − 1 of the flat row, so the parent is the flat "
+                "index divided by V, the vocabulary size, as the token is the remainder by V; dividing by K, the "
+                "beam size, gives parents past the beam or the wrong one.",
+                "parent = index // V, with V = log_probs.shape[-1], as for token = index % V."),
         Mistake("parent and token swapped", _beam_parent_token_swapped,
                 "in the flat index k·V + v, the quotient by V is the hypothesis and the remainder the token; yours "
                 "returns the remainder as the parent and the quotient as the token.",

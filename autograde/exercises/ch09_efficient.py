@@ -108,6 +108,19 @@ def _online_variant(*, per_block: bool = False, drop_partial: bool = False, last
     return online_softmax
 
 
+def _finite_or_zero(m: torch.Tensor) -> torch.Tensor:
+    return torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+
+
+def _online_exps_against_first_maximum(x, block_size, dim=-1):
+    """The right sum ℓ (relative to the final maximum M), but the output's exps taken against the first block's
+    maximum m₀: exp(x − m₀) / ℓ = softmax(x) · exp(M − m₀)."""
+    row = x.movedim(dim, -1)  # (…, N)
+    first = _finite_or_zero(row[..., :block_size].amax(dim=-1, keepdim=True))  # (…, 1)
+    final = _finite_or_zero(row.amax(dim=-1, keepdim=True))  # (…, 1)
+    return (tfm_ref.online_softmax(row, block_size) * torch.exp(final - first)).movedim(-1, dim)
+
+
 ONLINE_SOFTMAX = Exercise(
     name="online_softmax",
     reference=tfm_ref.online_softmax,
@@ -137,6 +150,11 @@ ONLINE_SOFTMAX = Exercise(
                 "every term already in the running sum ℓ is exp(x − m_old); when a block raises the maximum to "
                 "m_new, those terms must be re-expressed relative to m_new.",
                 "ℓ = ℓ · exp(m_old − m_new) + Σ exp(x_blk − m_new)."),
+        Mistake("output's exps taken against the first block's maximum", _online_exps_against_first_maximum,
+                "ℓ, the sum, is relative to the final maximum m, so the output must be too: exp(x − m) / ℓ with "
+                "the m of the end of the pass. Yours takes the exps against the maximum of the first block, "
+                "which a later block may have raised: the row no longer sums to 1.",
+                "after the loop, out = exp(x − m) / ℓ with the final m (0 where m is still −inf)."),
         Mistake("blocks normalised with the statistics so far", _online_variant(per_block=True),
                 "a block's outputs cannot be written while the pass is running: later blocks change both the "
                 "maximum and the sum.",
@@ -255,6 +273,16 @@ def _tiled_variant(*, rescale_out: bool = True, divide_inside: bool | str = Fals
     return tiled_attention
 
 
+def _tiled_each_key_tile_alone(q, k, v, mask=None, *, q_tile=64, k_tile=64):
+    """Every key tile's own softmax(q kᵀ / √Dk) v, summed over the tiles: no statistic carried between them."""
+    n_keys = k.shape[-2]
+    if mask is not None:
+        mask = mask.expand(torch.broadcast_shapes(mask.shape, (*q.shape[:-1], n_keys)))  # (…, T, S)
+    return sum(tfm_ref.scaled_dot_product_attention(q, k[..., j:j + k_tile, :], v[..., j:j + k_tile, :],
+                                                    None if mask is None else mask[..., j:j + k_tile])
+               for j in range(0, n_keys, k_tile))
+
+
 # made again tile by tile, with chapter 1's words
 _CHAPTER1_MISTAKES = {m.name: m for m in (*ATTENTION_MISTAKES, *MASK_MISTAKES)}
 
@@ -320,6 +348,12 @@ TILED_ATTENTION = Exercise(
                 "the un-normalised output o = Σ exp(s − m) v was built relative to the old maximum; when the "
                 "maximum grows it must shrink by the same factor as ℓ.",
                 "o = o · exp(m_old − m_new) + exp(s − m_new) @ v_tile."),
+        Mistake("each key tile normalised on its own, and the tiles' outputs summed", _tiled_each_key_tile_alone,
+                "a query's weights are one softmax over all S keys: a key tile's exps are divided by the sum over "
+                "every tile, not by its own. With each tile's softmax the weights of a row sum to the number of "
+                "tiles.",
+                "carry m, ℓ and the un-normalised output o across the key tiles (o = o · exp(m − m′) + "
+                "exp(S_blk − m′) V_blk) and divide by ℓ once, after the last tile."),
         Mistake("divided by the running sum at every tile", _tiled_variant(divide_inside=True),
                 "the sum so far is not the final normaliser: later key tiles still add to it.",
                 "keep o un-normalised while the key tiles stream past, and divide by ℓ once, after the last one."),

@@ -574,15 +574,16 @@ def _fit_inputs(warmup: int, factor: float, smoothing: float = 0.1):
 
 
 def _fit_with(*, optimizer_each_step: bool = False, step_of=lambda step: step, optimizer=torch.optim.Adam,
-              adam: dict = PAPER_ADAM, pass_smoothing: bool = True):
+              adam: dict = PAPER_ADAM, pass_smoothing: bool = True, pass_factor: bool = True):
     """A training loop with one thing done wrong (the keywords say which)."""
     def fit_fn(model, batches, *, d_model, warmup, factor=1.0, smoothing=0.1):
         history, made = [], optimizer(model.parameters(), **adam)
         for step, batch in enumerate(batches):
             if optimizer_each_step:
                 made = optimizer(model.parameters(), **adam)
-            loss, _ = train_step(model, made, batch, step_of(step), d_model=d_model, warmup=warmup,
-                                 factor=factor, **({"smoothing": smoothing} if pass_smoothing else {}))
+            passed = {**({"factor": factor} if pass_factor else {}),
+                      **({"smoothing": smoothing} if pass_smoothing else {})}
+            loss, _ = train_step(model, made, batch, step_of(step), d_model=d_model, warmup=warmup, **passed)
             history.append(loss)
         return history
     return fit_fn
@@ -628,6 +629,11 @@ FIT = Exercise(
         Mistake("smoothing not passed to train_step", _fit_with(pass_smoothing=False),
                 "fit's `smoothing` is the ε of the label smoothing; left out of the call, train_step uses its own "
                 "default, 0.1, whatever fit was given.",
+                "train_step(model, optimizer, batch, step, d_model=d_model, warmup=warmup, factor=factor, "
+                "smoothing=smoothing)"),
+        Mistake("factor not passed to train_step", _fit_with(pass_factor=False),
+                "fit's `factor` scales the learning-rate schedule; left out of the call, train_step uses its own "
+                "default, 1.0, whatever fit was given.",
                 "train_step(model, optimizer, batch, step, d_model=d_model, warmup=warmup, factor=factor, "
                 "smoothing=smoothing)"),
     ],
