@@ -39,6 +39,7 @@ import secrets
 import sqlite3
 import sys
 import tempfile
+import unicodedata
 from dataclasses import asdict
 from pathlib import Path
 
@@ -162,7 +163,9 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
             print(note, file=sys.stderr)
         record = with_times(record, collected.times, str(submissions))
         subs = settle_times(collected.submissions, record)
-        _say_unmatched(unmatched_times(subs, record) if record else [], record, {s.assignment for s in subs})
+        records = ClassRecords(out)
+        _say_unmatched(unmatched_times(subs, record) if record else [], record, {s.assignment for s in subs},
+                       {tuple(unicodedata.normalize("NFC", part) for part in key) for key in records.record})
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -201,7 +204,6 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
     for row in rows:
         if not exportable_id(row["student_id"]):  # the gradebook refused it (`Recorder.record`), not nbgrader failed
             row["flags"] = sorted({*row["flags"], "unexportable-student-id"} - {"gradebook-error"})
-    records = ClassRecords(out)
     # near copies, over the class's latest submissions: this run's rows and everyone else's, kept in RECORD
     class_rows = records.class_rows(rows)
     known_assets = _similarity_assets({r["assignment"] for r in class_rows}, assets, root)
@@ -227,13 +229,18 @@ GRADER_FAILURES = ("grader-error", "grader-crashed", "sandbox-failed", "gradeboo
 SHOWN_ROWS, SHOWN_FLAGS = 8, 3  # of the flagged rows the summary names, and of each one's flags
 
 
-def _say_unmatched(unmatched: list[tuple[str, str, int]], record, graded: set[str], listed: int = 10) -> None:
-    """Name the record's times for this run's assignments that no submission has; count the other assignments'."""
+def _say_unmatched(unmatched: list[tuple[str, str, int]], record, graded: set[str],
+                   graded_before: set[tuple[str, str]], listed: int = 10) -> None:
+    """Name the record's times for this run's assignments that no submission has; count the other assignments' and
+    those of students graded before (the class's times file, given again to grade a few students)."""
     here = [u for u in unmatched if u[1] in graded]
-    for student, assignment, line in here[:listed]:
+    named = [u for u in here if u[:2] not in graded_before]
+    for student, assignment, line in named[:listed]:
         print(f"{record.source} line {line}: no submission of {assignment} by {shown(student)}", file=sys.stderr)
-    if len(here) > listed:
-        print(f"{record.source}: {len(here) - listed} more times of no submission", file=sys.stderr)
+    if len(named) > listed:
+        print(f"{record.source}: {len(named) - listed} more times of no submission", file=sys.stderr)
+    if before := len(here) - len(named):
+        print(f"{record.source}: {_count(before, 'time')} of students graded before, not in this run", file=sys.stderr)
     if others := len(unmatched) - len(here):
         print(f"{record.source}: {_count(others, 'time')} of assignments this run does not grade", file=sys.stderr)
 

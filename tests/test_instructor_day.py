@@ -1,0 +1,96 @@
+"""The instructor's day as docs/instructor.md walks it: a class with a custom late policy graded from a zip with the
+LMS's times, one student graded again from a Canvas download with the same times file, and the class report.
+What is checked is what the walk found missing: the regrade's terminal names no one it should not, the LMS's LATE
+marker gives way to the instructor's time, the report counts a notebook that hung apart from the catalogue's gaps and
+shows the gradebook's times as a person writes them."""
+import contextlib
+import csv
+import io
+import shutil
+import zipfile
+from datetime import datetime
+
+import pytest
+from nbgrader.api import Gradebook
+
+from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
+from autograde.course import CONFIG_NAME
+from autograde.grade import grade
+from autograde.release import release
+from autograde.sandbox import Limits, sandbox_available
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")]
+
+A = "ch01_attention"
+DUE = datetime(2026, 12, 1, 16, 0)  # UTC, as nbgrader keeps a due date
+# docs/instructor.md, "Release": a policy of the instructor's own, defined in the course's nbgrader config
+TEN_PERCENT_A_DAY = '''
+from nbgrader.plugins import LateSubmissionPlugin
+
+
+class TenPercentADay(LateSubmissionPlugin):
+    def late_submission_penalty(self, student_id, score, total_seconds):
+        return min(0.5, 0.1 * -(-total_seconds // 86400)) * score
+
+
+c.AssignLatePenalties.plugin_class = TenPercentADay
+'''
+BROKEN_SOFTMAX = "def softmax(x, dim=-1):\n    e = torch.exp(x - x.max())\n    return e / e.sum(dim=0, keepdim=True)"
+ENDLESS = "def softmax(x, dim=-1):\n    while True:\n        pass"
+TIMES = {"alice": "2026-12-01 12:00:00", "bob": "2026-12-01 16:40:00", "carol": "2026-12-01 09:00:00",
+         "dave": "2026-12-03 10:00:00", "erin": "2026-12-01 16:59:00"}  # Berlin's time: dave is 41 h late
+
+
+@pytest.fixture(scope="module")
+def day(tmp_path_factory):
+    """The class graded, then dave graded again from Canvas's download; the course root and what each run said."""
+    tmp = tmp_path_factory.mktemp("day")
+    root = make_course(tmp / "course", [A])
+    with (root / "autograde" / CONFIG_NAME).open("a") as config:
+        config.write(TEN_PERCENT_A_DAY)
+    release([A], root=root)
+    with Gradebook(f"sqlite:///{root}/gradebook.db") as gb:
+        gb.update_or_create_assignment(A, duedate=DUE)
+    notebooks = {"alice": solved_notebook(A, root=root), "bob": solved_notebook(A, {"softmax": BROKEN_SOFTMAX}, root),
+                 "carol": untouched_notebook(A, root), "dave": solved_notebook(A, root=root),
+                 "erin": solved_notebook(A, {"softmax": ENDLESS}, root)}
+    for student, notebook in notebooks.items():
+        write_submission(tmp / "class", student, A, notebook)
+    shutil.make_archive(str(tmp / "class"), "zip", tmp / "class")
+    times = tmp / "times.csv"
+    times.write_text("student_id,assignment,time\n" + "".join(f"{s},{A},{t}\n" for s, t in TIMES.items()))
+    options = {"root": root, "progress": False, "submitted_at": times, "timezone": "Europe/Berlin",
+               "limits": Limits(cell_timeout=2)}
+    said = {}
+    for run, source in (("class", tmp / "class.zip"), ("again", tmp / "canvas.zip")):
+        if run == "again":  # Canvas's flat download of dave's notebook, marked LATE, and the whole class's times
+            with zipfile.ZipFile(source, "w") as zf:
+                zf.write(tmp / "class" / "dave" / A / f"{A}.ipynb", f"kimdave_LATE_1004_5004_{A}.ipynb")
+            (tmp / "map.csv").write_text("lms_name,student_id\nkimdave,dave\n")
+            options["mapping"] = tmp / "map.csv"
+        with contextlib.redirect_stderr(io.StringIO()) as stderr:
+            grade(source, **options)
+        said[run] = stderr.getvalue()
+    return root, said
+
+
+def _grades(root):
+    with (root / "grades.csv").open(newline="") as f:
+        return {row["student_id"]: row for row in csv.DictReader(f)}
+
+
+def test_the_instructors_late_policy_sets_the_score_the_class_keeps_after_a_regrade(day):
+    root, _ = day
+    rows = _grades(root)
+    assert sorted(rows) == sorted(TIMES)  # the regrade of one replaced that row only
+    full = float(rows["alice"]["score"])
+    assert full == float(rows["alice"]["max_score"])
+    assert float(rows["dave"]["score"]) == pytest.approx(0.8 * full)  # 2 days started: 20 % off
+    assert "late" in rows["dave"]["flags"].split(";")
+
+
+def test_grading_a_few_again_with_the_class_times_counts_the_others_times_and_names_no_one(day):
+    _, said = day
+    again = said["again"]
+    assert "times.csv: 4 times of students graded before, not in this run" in again
+    assert "no submission of" not in again
