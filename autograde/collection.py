@@ -390,13 +390,14 @@ def _key(student: str, assignment: str) -> tuple[str, str]:
 
 def settle_times(submissions: list[Submission], record: SubmissionTimes | None) -> list[Submission]:
     """Each submission with the time its late penalty uses and a flag saying whose: the instructor's ``record``
-    (a missing one: ``no-timestamp``), else the student's, flagged ``time-unverified`` (or ``no-timestamp``)."""
+    (a missing one: ``no-timestamp``), else the student's, flagged ``time-unverified`` (or ``no-timestamp``).
+    A time from the record settles Canvas's LATE marker: the late policy decides with it (flag ``late``)."""
     settled = []
     for sub in submissions:
         flags = list(sub.flags)
         if record is not None:
-            flags = [f for f in flags if f != "bad-timestamp"]
             stamp = record.times.get(_key(sub.student_id, sub.assignment), (None, 0))[0]
+            flags = [f for f in flags if f != "bad-timestamp" and not (stamp and f == LMS_LATE)]
             settled.append(replace(sub, timestamp=stamp, flags=tuple(flags if stamp else [*flags, "no-timestamp"])))
         elif sub.timestamp:
             settled.append(replace(sub, flags=(*flags, "time-unverified")))

@@ -94,3 +94,9 @@ def test_grading_a_few_again_with_the_class_times_counts_the_others_times_and_na
     again = said["again"]
     assert "times.csv: 4 times of students graded before, not in this run" in again
     assert "no submission of" not in again
+
+
+def test_the_lms_late_marker_gives_way_to_the_instructors_time(day):
+    root, _ = day
+    flags = _grades(root)["dave"]["flags"].split(";")
+    assert "late" in flags and "lms-late" not in flags
