@@ -30,6 +30,9 @@ __all__ = ["ReportError", "Results", "Row", "Check", "read_results", "class_repo
 PAGE_NAME = "report.html"
 CATALOGUE = "report"  # locales/<language>/LC_MESSAGES/report.po: the page's words
 TIME_FLAGS = ("late", "time-unverified", "no-timestamp", "bad-timestamp", "lms-late")
+# a notebook that stopped in a cell (`autograde.session`): that cell's checks failed with no name, and no catalogue
+# entry would name a hang or a crash
+STOPPED_FLAGS = ("timeout", "crashed", "memory-limit", "bad-reply")
 GRADES_COLUMNS = ("student_id", "assignment", "notebook", "score", "max_score", "flags")
 CHECKS_COLUMNS = ("student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated")
 # the English of the message of a check whose function is still the released stub (`autograde.verdict.failure_message`)
@@ -238,11 +241,13 @@ class _Notebooks:
         return found
 
     def time(self, student: str, assignment: str) -> str:
-        """The submission time the gradebook got (the instructor's record's, or the student's own claim)."""
+        """The submission time the gradebook got (the instructor's record's, or the student's own claim), without
+        the microseconds nbgrader writes (``2026-12-03 09:00:00.000000 UTC``)."""
         try:
-            return (self.path(student, assignment).parent / "timestamp.txt").read_text(encoding="utf-8").strip()[:40]
+            text = (self.path(student, assignment).parent / "timestamp.txt").read_text(encoding="utf-8").strip()[:40]
         except (OSError, UnicodeDecodeError):
             return ""
+        return re.sub(r"(\d:\d\d)\.\d+", r"\1", text)
 
 
 @cache
@@ -270,6 +275,7 @@ class _Exercise:
     named: dict[str, set[str]] = field(default_factory=dict)  # mistake → students
     unnamed: set[str] = field(default_factory=set)  # students whose failures had no name (and who wrote something)
     stubs: set[str] = field(default_factory=set)  # students whose function was still the stub
+    stopped: set[str] = field(default_factory=set)  # students whose notebook stopped (STOPPED_FLAGS), no name
     upstream: dict[str, set[str]] = field(default_factory=dict)  # exercise it uses → unnamed students who failed it
 
     @property
@@ -296,6 +302,7 @@ def _exercises(results: Results, notebooks: _Notebooks) -> list[_Exercise]:
         if not c.passed:
             ex.failing.setdefault(c.student, []).append(c)
     failed = {(c.student, c.exercise) for c in results.checks if not c.passed}
+    stopped = {(r.student, r.assignment) for r in results.rows if set(r.flags) & set(STOPPED_FLAGS)}
     for ex in found.values():
         for student, checks in ex.failing.items():
             names = {c.mistake for c in checks if c.mistake}
@@ -305,6 +312,9 @@ def _exercises(results: Results, notebooks: _Notebooks) -> list[_Exercise]:
                 continue
             if all(notebooks.is_stub(student, c.assignment, c.cell) for c in checks):
                 ex.stubs.add(student)
+                continue
+            if (student, ex.assignment) in stopped:
+                ex.stopped.add(student)
                 continue
             ex.unnamed.add(student)
             for used in (_catalogue(ex.key) or ({}, ()))[1]:
@@ -611,14 +621,16 @@ class _Page:
         _ = self._
         note = _("The share of the checks that passed, visible and hidden. A hidden check runs the visible cases too; "
                  "a cell stops at its first failed check, so a check a notebook never reached is not counted. In the "
-                 "table, the students whose failures named a catalogued mistake, had no name, or came from a function "
-                 "still the released stub.")
+                 "table, the students whose failures named a catalogued mistake, had no name, came from a function "
+                 "still the released stub, or from a notebook that stopped (a timeout, a crash).")
         visible, hidden, nothing = _("visible checks"), _("hidden checks"), _("No check was made.")
         parts = ['<div class="legend">'
                  f'<span><span class="swatch" style="background:var(--plot-a)"></span>{visible}</span>'
                  f'<span><span class="swatch" style="background:var(--plot-b)"></span>{hidden}</span></div>']
         head = [(_("exercise"), ""), (_("visible passed"), "num"), (_("hidden passed"), "num"),
                 (_("named mistake"), "num"), (_("no name"), "num"), (_("not written"), "num")]
+        stopped = any(e.stopped for e in self.exercises)  # a column only where a notebook stopped
+        head += [(_("stopped"), "num")] * stopped
         for index, assignment in enumerate(self.assignments):
             exercises = [e for e in self.exercises if e.assignment == assignment]
             parts.append(f"<h3><code>{_e(assignment)}</code></h3>")
@@ -626,7 +638,8 @@ class _Page:
                 parts.append(f"<p class='muted'>{nothing}</p>")
                 continue
             body = [[f"<code>{_e(e.short)}</code>", self.pct(*e.visible), self.pct(*e.hidden),
-                     str(len(e.named_students)), str(len(e.unnamed)), str(len(e.stubs))] for e in exercises]
+                     str(len(e.named_students)), str(len(e.unnamed)), str(len(e.stubs)),
+                     *[str(len(e.stopped))] * stopped] for e in exercises]
             parts.append(f"<div class='pair'><figure>{_exercise_plot(exercises, index, self.plain)}</figure>"
                          f"{self.table(head, body, stack=False)}</div>")
         return self.section("exercises", note, *parts)
@@ -663,8 +676,8 @@ class _Page:
         _ = self._
         note = _("Exercises where most students who failed got no named mistake: their failures are the ones a new "
                  "catalogue entry (autograde/exercises/) would explain. A student whose function was still the "
-                 "released stub did not try, and is not counted; one who also failed an exercise this one calls may "
-                 "have failed it there.")
+                 "released stub did not try, and one whose notebook stopped (a timeout, a crash) is under Flagged "
+                 "rows: neither is counted. One who also failed an exercise this one calls may have failed it there.")
         grow = sorted((e for e in self.exercises if e.unnamed and e.mostly_unnamed),
                       key=lambda e: (-len(e.unnamed), e.key))
         if not grow:

@@ -6,6 +6,7 @@ shows the gradebook's times as a person writes them."""
 import contextlib
 import csv
 import io
+import re
 import shutil
 import zipfile
 from datetime import datetime
@@ -17,6 +18,7 @@ from autograde.classroom import make_course, solved_notebook, untouched_notebook
 from autograde.course import CONFIG_NAME
 from autograde.grade import grade
 from autograde.release import release
+from autograde.report import class_report
 from autograde.sandbox import Limits, sandbox_available
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")]
@@ -100,3 +102,26 @@ def test_the_lms_late_marker_gives_way_to_the_instructors_time(day):
     root, _ = day
     flags = _grades(root)["dave"]["flags"].split(";")
     assert "late" in flags and "lms-late" not in flags
+
+
+def _section(page: str, anchor: str) -> str:
+    return page.split(f'<section id="{anchor}">', 1)[1].split("</section>", 1)[0]
+
+
+@pytest.mark.parametrize("language", ["en", "zh_CN"])
+def test_the_report_counts_a_notebook_that_hung_apart_from_the_catalogues_gaps(day, language):
+    root, _ = day
+    assert "timeout" in _grades(root)["erin"]["flags"]
+    page = class_report(root, language=language)
+    exercises, grow = _section(page, "exercises"), _section(page, "unnamed")
+    heads = re.findall(r"<th[^>]*>(.*?)</th>", exercises)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", exercises.split("<code>softmax</code>", 1)[1].split("</tr>", 1)[0])
+    # softmax's row: named (bob), no name, not written (carol), stopped (erin)
+    assert dict(zip(heads[-4:], cells[-4:])) == dict(zip(heads[-4:], ["1", "0", "1", "1"]))
+    assert ">erin<" not in grow and ">bob<" in grow  # bob's attention failed in his softmax: no name there
+
+
+def test_the_report_shows_the_gradebooks_time_without_microseconds(day):
+    root, _ = day
+    late = _section(class_report(root), "late")
+    assert "2026-12-03 09:00:00 UTC" in late and ".000000" not in late
