@@ -141,10 +141,12 @@ FEED_FORWARD = Exercise(
     inputs=_tokens,
     arg_names=("x",),
     shapes=_MODULE_SHAPES,
-    # GELU and dropout in training mode are visible: a missing or misplaced dropout, or another GELU, fails before grading
+    # GELU, dropout in training mode and bias=False are visible: a missing or misplaced dropout, another GELU, or
+    # biases made whatever `bias` says, fail before grading
     visible=[Case("ReLU FFN on (B, T, D)"),
              Case("GELU", dims=dict(B=2, T=4, D=8, F=32, gelu=1)),
-             Case("training mode, dropout=0.3, GELU", dims=dict(B=2, T=3, D=8, F=16, gelu=1, training=1))],
+             Case("training mode, dropout=0.3, GELU", dims=dict(B=2, T=3, D=8, F=16, gelu=1, training=1)),
+             Case("no biases (bias=False)", dims=dict(B=2, T=3, D=8, F=16, nobias=1))],
     hidden=[
         Case("random sizes", dims=_MODULE_SIZES),
         Case("one position", dims=dict(B=1, T=1, D=6, F=24)),
@@ -307,7 +309,8 @@ SWIGLU = Exercise(
     inputs=_tokens,
     arg_names=("x",),
     shapes=_MODULE_SHAPES,
-    visible=[Case("SwiGLU on (B, T, D)")],
+    # dropout in training mode is visible: the notebook asks for it on the hidden product, and left out it passed
+    visible=[Case("SwiGLU on (B, T, D)"), Case("training mode, dropout=0.3", dims=dict(B=2, T=3, D=8, F=16, training=1))],
     hidden=[
         Case("random sizes", dims=_MODULE_SIZES),
         Case("one position", dims=dict(B=1, T=1, D=6, F=16)),

@@ -224,11 +224,13 @@ LAYER_NORM = Exercise(
     inputs=_ln_inputs,
     arg_names=("x", "weight", "bias"),
     shapes=_SHAPES,
-    # the notebook asks for float32 inside and the input's dtype back: float16 with large values shows both
+    # the notebook asks for float32 inside and the input's dtype back: float16 with large values shows both; its hint
+    # warns that E[x²] − E[x]² loses every digit when the mean is large: a large mean shows that
     visible=[Case("x (B, T, D) with γ, β"),
              Case("ε = 1e-2, small variance", inputs=_scaled(_ln_eps, 0.05)),
              Case("float16, large values (compute in float32, cast back)", dtype=torch.float16,
-                  inputs=_scaled(_ln_inputs, 300.0))],
+                  inputs=_scaled(_ln_inputs, 300.0)),
+             Case("large mean (1e4 + noise)", inputs=_scaled(_ln_inputs, 1.0, 1e4), tolerance=LARGE_MEAN_TOLERANCE)],
     hidden=[
         Case("random sizes", dims=_SIZES),
         Case("no γ, β (None)", inputs=_ln_plain),
@@ -492,7 +494,9 @@ LAYER_NORM_MODULE = Exercise(
     # the initial γ and β in sight: the notebook states them, and a random γ is a common slip
     visible=[Case("LayerNorm(D) on (B, T, D)"), Case("LayerNorm(D, eps=1e-2)", dims=dict(B=2, T=4, D=8, eps2=1)),
              Case("as built, before any training: γ = 1 and β = 0", dims=dict(B=2, T=3, D=6, as_built=1)),
-             Case("float16, large values", dtype=torch.float16, inputs=_scaled(_module_input, 300.0))],
+             Case("float16, large values", dtype=torch.float16, inputs=_scaled(_module_input, 300.0)),
+             # the notebook says bias=False leaves no `bias` parameter: a module that makes one anyway fails here
+             Case("without bias (bias=False)", dims=dict(B=2, T=3, D=6, nobias=1))],
     hidden=[
         Case("random sizes", dims=_SIZES),
         Case("without bias (bias=False)", dims=dict(B=2, T=3, D=6, nobias=1)),
