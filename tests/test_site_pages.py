@@ -41,7 +41,7 @@ DIAGRAMS = {
     "book/05_positional.html": ["fig-rope-rotation"],
     "book/06_feedforward.html": ["fig-ffn-swiglu"],
     "book/07_norms.html": ["fig-norm-axes", "fig-pre-post-norm"],
-    "book/08_encoder_decoder.html": ["fig-beam-tree", "fig-kv-cache"],
+    "book/08b_decoding.html": ["fig-beam-tree", "fig-kv-cache"],
     "book/09_efficient.html": ["fig-flash-tiles"],
     "book/10_capstone.html": ["fig-training-step"],
 }
