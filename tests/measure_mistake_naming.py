@@ -52,8 +52,9 @@ def load_mistakes(folder: Path) -> list[tuple[str, str, str]]:
     found = []
     for path in files:
         for entry in runpy.run_path(str(path)).get("MISTAKES", ()):
-            key, description, code = entry
-            found.append((key, description, code))
+            if not (isinstance(entry, tuple) and len(entry) == 3 and all(isinstance(part, str) for part in entry)):
+                raise SystemExit(f"{path}: an entry of MISTAKES is not (exercise key, description, code): {entry!r:.80}")
+            found.append(entry)
     return found
 
 
@@ -86,7 +87,10 @@ def run_one(key: str, code: str, namespaces: dict, seed: int, language: str) -> 
     if name not in checked:
         raise SystemExit(f"{key}: the notebook has no test cell checking it")
     namespace = dict(base)
-    exec(compile(code, f"<mistake {key}>", "exec"), namespace)
+    try:
+        exec(compile(code, f"<mistake {key}>", "exec"), namespace)
+    except Exception as error:  # a cell of the kept set that does not even run is the set's mistake, not the check's
+        raise SystemExit(f"{key}: its cell does not run: {type(error).__name__}: {error}") from error
     exercise, impl = get_exercise(key), namespace[checked[name]]
     results = []
     with speaking(language):
@@ -113,6 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=2000, help="the first check's seed (each check gets its own)")
     args = parser.parse_args(argv)
     mistakes = [m for m in load_mistakes(args.folder) if m[0].startswith(args.only)]
+    if not mistakes:
+        raise SystemExit(f"no mistake in {args.folder} is of an exercise whose key starts with {args.only!r}")
     spoken = [ENGLISH, *languages()]
     namespaces: dict = {}
     named = {language: 0 for language in spoken}
