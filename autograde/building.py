@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from .evaluation import CheckFailed
+from .messages import N_, _
 
 __all__ = ["build", "module_parameters", "SideBySide"]
 
@@ -79,15 +80,15 @@ def _module(cls: Callable, plan: dict, weights: dict[str, torch.Tensor] | None, 
         _check_init(cls, kwargs, plan["init"])
     module = cls(**kwargs)
     if not isinstance(module, nn.Module):
-        raise TypeError(f"{cls!r} should build an nn.Module, got {type(module).__name__}")
+        raise TypeError(_("{cls!r} should build an nn.Module, got {type}").format(cls=cls, type=type(module).__name__))
     weights = weights or {}
     state, buffers = dict(module.state_dict()), {name for name, _ in module.named_buffers()}
     plain = {name for name in weights if name not in state and name not in buffers
              and isinstance(_attribute(module, name), torch.Tensor)}
     problems = _parameter_problems(state, weights, kwargs, buffers, plain) + _shared(module, weights)
     if problems:
-        raise CheckFailed("your module's parameters do not match tfm_ref's, so the reference weights cannot "
-                          "be loaded into it:\n" + "\n".join(f"  ✗ {p}" for p in problems))
+        raise CheckFailed(_("your module's parameters do not match tfm_ref's, so the reference weights cannot be "
+                            "loaded into it:") + "\n" + "\n".join(f"  ✗ {p}" for p in problems))
     module.to(dtype)
     if plan["load"]:
         module.load_state_dict(weights)
@@ -111,18 +112,19 @@ def _shared(module: torch.nn.Module, expected: dict[str, torch.Tensor]) -> list[
     modules = _places(module.named_modules(remove_duplicate=False))
     tensors = _places(module.state_dict(keep_vars=True).items())
     problems, reported = [], []
-    for names, what in [*((names, "module") for names in modules), *((names, "tensor") for names in tensors)]:
+    for names, what in [*((names, N_("module")) for names in modules), *((names, N_("tensor")) for names in tensors)]:
         if len(names) < 2 or any(n == r or n.startswith(r + ".") for n in names for r in reported):
             continue
         first, *others = names
         suffixes = [""] if what == "tensor" else [k.removeprefix(first) for k in expected if k.startswith(first + ".")]
         if any(o + k in expected and first + k in expected and not _alike(expected[first + k], expected[o + k])
                for o in others for k in suffixes):
-            listed = " and ".join(f"`{n}`" for n in names)
+            listed = _(" and ").join(f"`{n}`" for n in names)
             repeated = all(n.rpartition(".")[2].isdigit() for n in names)  # a list of layers: [Block(...)] * n
-            problems.append(f"your {listed} are one and the same {what}, where tfm_ref has one each: build each "
-                            "of them" + (" (`[Block(...)] * n` repeats one object; `[Block(...) for _ in "
-                                         "range(n)]` builds n)" if repeated else ""))
+            problems.append(_("your {listed} are one and the same {what}, where tfm_ref has one each: build each of "
+                              "them").format(listed=listed, what=_(what))
+                            + (_(" (`[Block(...)] * n` repeats one object; `[Block(...) for _ in range(n)]` builds n)")
+                               if repeated else ""))
             reported += names
     return problems
 
@@ -152,33 +154,34 @@ def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.
     buffers (``buffers``), names missing or unexpected, shapes that differ."""
     problems = []
     missing, unexpected = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
-    bias = f" (it is built with bias={kwargs['bias']})" if "bias" in kwargs else ""
+    bias = _(" (it is built with bias={bias})").format(bias=kwargs["bias"]) if "bias" in kwargs else ""
     for name in list(unexpected):
         owner = name.removesuffix(".bias")
         if name.endswith(".bias") and f"{owner}.weight" in expected:
-            problems.append(f"your `{owner}` has a bias, and tfm_ref's has none{bias}")
+            problems.append(_("your `{name}` has a bias, and tfm_ref's has none").format(name=owner) + bias)
             unexpected.remove(name)
     for name in list(missing):
         owner = name.removesuffix(".bias")
         if name.endswith(".bias") and f"{owner}.weight" in got:
-            problems.append(f"your `{owner}` has no bias, and tfm_ref's has one{bias}")
+            problems.append(_("your `{name}` has no bias, and tfm_ref's has one").format(name=owner) + bias)
             missing.remove(name)
     for name in sorted(plain & set(missing)):
-        problems.append(f"your `{name}` is a plain tensor attribute, so it is not registered: make it an "
-                        f"nn.Parameter(...) so that it is trained, saved and loaded")
+        problems.append(_("your `{name}` is a plain tensor attribute, so it is not registered: make it an "
+                          "nn.Parameter(...) so that it is trained, saved and loaded").format(name=name))
         missing.remove(name)
     for name in [n for n in unexpected if n in buffers]:
-        problems.append(f"your buffer `{name}` is saved with the weights, and tfm_ref saves no such buffer: "
-                        f"register it with persistent=False, or make it in forward")
+        problems.append(_("your buffer `{name}` is saved with the weights, and tfm_ref saves no such buffer: "
+                          "register it with persistent=False, or make it in forward").format(name=name))
         unexpected.remove(name)
     if missing:
-        problems.append(f"missing from the module __init__ built (create them there, named as tfm_ref names "
-                        f"them): {', '.join(missing)}")
+        problems.append(_("missing from the module __init__ built (create them there, named as tfm_ref names "
+                          "them): {names}").format(names=", ".join(missing)))
     if unexpected:
-        problems.append(f"not in tfm_ref: {', '.join(unexpected)}")
+        problems.append(_("not in tfm_ref: {names}").format(names=", ".join(unexpected)))
     differ = [name for name in sorted(set(got) & set(expected)) if got[name].shape != expected[name].shape]
     for name in differ:
-        problems.append(f"your `{name}` has shape {tuple(got[name].shape)}, tfm_ref's {tuple(expected[name].shape)}")
+        problems.append(_("your `{name}` has shape {got}, tfm_ref's {expected}").format(
+            name=name, got=tuple(got[name].shape), expected=tuple(expected[name].shape)))
     return problems + _kv_projections_for_every_query_head(got, expected, kwargs, differ)
 
 
@@ -196,7 +199,7 @@ def _kv_projections_for_every_query_head(got: dict[str, torch.Tensor], expected:
     if not sized_for_queries:
         return []
     head_dim = expected[sized_for_queries[0]].shape[0] // n_kv_heads
-    return [f"k_proj/v_proj sized for all query heads: with n_kv_heads < n_heads they have n_kv_heads · head_dim "
-            f"outputs (here n_kv_heads={n_kv_heads} · head_dim={head_dim} = {n_kv_heads * head_dim}, not "
-            f"n_heads · head_dim = {n_heads * head_dim}): nn.Linear(d_model, n_kv_heads * head_dim), with "
-            "n_kv_heads = n_heads where it is None"]
+    return [_("k_proj/v_proj sized for all query heads: with n_kv_heads < n_heads they have n_kv_heads · head_dim "
+              "outputs (here n_kv_heads={groups} · head_dim={head_dim} = {kv_width}, not n_heads · head_dim = "
+              "{q_width}): nn.Linear(d_model, n_kv_heads * head_dim), with n_kv_heads = n_heads where it is None").format(
+        groups=n_kv_heads, head_dim=head_dim, kv_width=n_kv_heads * head_dim, q_width=n_heads * head_dim)]

@@ -16,6 +16,7 @@ from .building import build, module_parameters
 from .code_names import code_of
 from .evaluation import CheckFailed, Outcome, evaluate
 from .inputs import Call
+from .messages import _
 
 if TYPE_CHECKING:
     from .spec import Case, Exercise
@@ -68,7 +69,7 @@ class LocalCandidate(Candidate):
                            allowed=exercise.allowed_names)
         self.delegated.update(dict.fromkeys(outcome.delegated))
         try:  # what a graded run could not send back (a NumPy number, a Tensor subclass) fails in a notebook alike
-            wire.encode(outcome.output, [], path="your output")
+            wire.encode(outcome.output, [], path=_("your output"))
         except wire.WireError as error:
             raise CheckFailed(str(error)) from None
         return outcome

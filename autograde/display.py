@@ -6,11 +6,7 @@ from typing import Any
 
 import torch
 
-try:
-    from .messages import _
-except ImportError:  # a sandbox's runtime without the catalogues' helper: its few words stay English
-    def _(message: str) -> str:
-        return message
+from .messages import _
 
 __all__ = ["show", "show_named", "labelled", "brief", "indent"]
 

@@ -11,6 +11,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from .display import brief
 from .evaluation import CheckFailed
+from .messages import _
 
 __all__ = ["DRIVERS"]
 
@@ -32,11 +33,13 @@ def train_steps(step_fn):
             result = step_fn(model, optimizer, batch, first_step + i, d_model=d_model, warmup=warmup,
                              factor=factor, smoothing=smoothing)
             if not isinstance(result, tuple) or len(result) != 2:
-                raise CheckFailed(f"train_step should return (loss, lr), got {type(result).__name__} {brief(result)}")
+                raise CheckFailed(_("train_step should return (loss, lr), got {type} {value}").format(
+                    type=type(result).__name__, value=brief(result)))
             if type(result[0]) is not float:
                 got = brief(result[0]) if torch.is_tensor(result[0]) else f"{type(result[0]).__name__} {result[0]!r}"
-                raise CheckFailed(f"train_step should return the loss as a Python float (loss.item()), got {got}: "
-                                  "fit keeps every step's loss, and a tensor there can hold on to its step's graph")
+                raise CheckFailed(_("train_step should return the loss as a Python float (loss.item()), got {got}: "
+                                    "fit keeps every step's loss, and a tensor there can hold on to its step's "
+                                    "graph").format(got=got))
             after = torch.cat([p.detach().flatten() for p in model.parameters()])
             loss, lr = result[0], float(result[1])
             rows.append((loss, lr, float((after - before).norm())))
@@ -63,10 +66,10 @@ def fit_losses(fit_fn):
         def one_at_a_time(batches):  # batch k is asked for after k batches were trained on, as the full run expects
             for k, batch in enumerate(batches):
                 if len(forwards) < k:
-                    raise CheckFailed(f"fit asked for batch {k} before it trained on batch {k - 1}: take the batches "
-                                      "one at a time, each trained on before the next is asked for (for step, batch in "
-                                      "enumerate(batches): …), not list(batches) first; the full run keeps its "
-                                      "checkpoints as the batches are asked for")
+                    raise CheckFailed(_("fit asked for batch {k} before it trained on batch {previous}: take the "
+                                        "batches one at a time, each trained on before the next is asked for (for "
+                                        "step, batch in enumerate(batches): …), not list(batches) first; the full run "
+                                        "keeps its checkpoints as the batches are asked for").format(k=k, previous=k - 1))
                 yield batch
 
         hook = register_optimizer_step_pre_hook(
@@ -82,8 +85,8 @@ def fit_losses(fit_fn):
         if not isinstance(history, (list, tuple)) or len(history) != len(src) \
                 or not all(isinstance(loss, (int, float)) or torch.is_tensor(loss) and loss.numel() == 1
                            for loss in history):
-            raise CheckFailed(f"fit should return a list of {len(src)} losses, one number per step; got "
-                              f"{type(history).__name__} {brief(history)}")
+            raise CheckFailed(_("fit should return a list of {n} losses, one number per step; got {type} {value}").format(
+                n=len(src), type=type(history).__name__, value=brief(history)))
         per_step = torch.tensor([float(torch.as_tensor(loss).detach()) for loss in history])  # (K,)
         return per_step, " then ".join(dict.fromkeys(stepped)) or "none: no step was taken"
     return losses

@@ -141,7 +141,8 @@ def mark_notebook(notebook: Any, name: str) -> Any:
 
 # --------------------------------------------------------------------------- the catalogue's template
 
-MODULES = ("checking", "attempts", "verdict", "comparison", "display", "feedback", "session", "validation", "messages")
+MODULES = ("checking", "attempts", "verdict", "comparison", "display", "feedback", "session", "validation", "messages",
+           "building", "drivers", "wire", "runner", "candidates")
 """The modules of `autograde` whose ``_("...")`` and ``N_("...")`` are messages."""
 TEMPLATES = ("templates/feedback/index.html.j2",)
 """The Jinja templates of `autograde` whose ``_("...")`` are messages (the feedback page's words)."""

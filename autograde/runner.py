@@ -27,6 +27,7 @@ from .building import build, module_parameters
 from .channel import Channel, ChannelClosed
 from .evaluation import CheckFailed, describe_error, evaluate
 from .inputs import Call
+from .messages import _
 
 __all__ = ["serve", "TEXT_LIMIT"]
 
@@ -124,8 +125,8 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
                                seed=request["seed"], parameters=module_parameters, watch=tuple(request["watch"]),
                                allowed=tuple(map(tuple, request["allowed"])))
             reply_blobs: list[bytes] = []
-            encoded = {"output": wire.encode(outcome.output, reply_blobs, path="your output"),
-                       "grads": wire.encode(outcome.grads, reply_blobs, path="the gradients"),
+            encoded = {"output": wire.encode(outcome.output, reply_blobs, path=_("your output")),
+                       "grads": wire.encode(outcome.grads, reply_blobs, path=_("the gradients")),
                        "error": _text(outcome.error), "error_type": _text(outcome.error_type),
                        "trace": outcome.trace[:TEXT_LIMIT], "changed": outcome.changed,
                        "delegated": outcome.delegated}

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .cgroups import MemoryCgroup
 from .channel import BadMessage, Channel
+from .messages import language
 from . import sandbox_tree
 
 __all__ = ["Limits", "Sandbox", "SandboxError", "Runner", "sandbox_available", "remove_leftovers"]
@@ -199,7 +200,8 @@ class Sandbox:
         limits = {"memory_mb": self.limits.memory_mb, "processes": self.limits.processes,
                   "tmp_mb": self.limits.tmp_mb, "cgroup": self.cgroup is not None}
         try:
-            command = {"op": "spawn", "id": number, "assignment": assignment, "limits": limits}
+            command = {"op": "spawn", "id": number, "assignment": assignment, "limits": limits,
+                       "language": language()}  # the notebook's: what the runner says is in it
             socket.send_fds(self._control, [json.dumps(command).encode()], [theirs.fileno()])
         except OSError as error:
             raise SandboxError(f"the sandbox stopped taking commands ({error})") from error

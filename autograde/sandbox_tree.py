@@ -20,6 +20,7 @@ from pathlib import Path
 import tfm_lab
 import tfm_ref
 
+from . import messages
 from .check_models import MODEL_SOURCES
 from .code_names import named_objects
 from .exercises import exercises_of
@@ -29,8 +30,10 @@ __all__ = ["stage", "withheld", "origin", "model_sources", "answered_by_models",
 MOUNT = "/grading"
 """Where the sandbox shows the staged folder."""
 RUNTIME = ("channel", "wire", "inputs", "display", "delegation", "evaluation", "building", "drivers",
-           "check_models", "isolation", "zygote", "runner")
-"""The modules of `autograde` the sandbox holds."""
+           "check_models", "isolation", "zygote", "runner", "messages")
+"""The modules of `autograde` the sandbox holds; beside them, the checks' words (`messages.DOMAIN`'s catalogues),
+so what the runner says (a module that cannot be built, an output that cannot be checked) is in the notebook's
+language."""
 _PACKAGES = {package.__name__: Path(package.__file__).parent for package in (tfm_ref, tfm_lab)}
 """The course's packages a notebook may import, each staged with what answers the assignment withheld."""
 Name = tuple[str, str]  # (module of a course package, top-level name)
@@ -261,6 +264,10 @@ def stage(destination: Path, assignments: Iterable[str]) -> Path:
     for module in RUNTIME:
         shutil.copyfile(grader / f"{module}.py", runtime / f"{module}.py")
     (runtime / "__init__.py").write_text(_SANDBOX_INIT)
+    for name in messages.languages():
+        words = Path("locales") / name / "LC_MESSAGES" / f"{messages.DOMAIN}.po"
+        (destination / "runtime" / words).parent.mkdir(parents=True)
+        shutil.copyfile(messages.LOCALES.parent / words, destination / "runtime" / words)
     (destination / "tfm").mkdir()
     for assignment in assignments:
         _write_tree(destination / "trees" / assignment, assignment)

@@ -14,6 +14,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from .messages import _
+
+from .messages import _
+
 __all__ = ["WireError", "encode", "decode", "register_module", "DTYPES", "MAX_DEPTH", "MAX_ITEMS", "MAX_STRING"]
 
 DTYPES = {str(d).removeprefix("torch."): d for d in (
@@ -108,27 +112,30 @@ def _encode(value: Any, blobs: list[bytes], path: str, modules: bool, depth: int
     if modules and isinstance(value, nn.Module):
         return _encode_module(value, blobs, path, depth, count)
     if isinstance(value, torch.Tensor):
-        raise WireError(f"{path} is a {kind.__qualname__}, a subclass of torch.Tensor: return a plain tensor "
-                        "(torch.Tensor), e.g. computed with tensor operations, not a custom class")
-    raise WireError(f"{path} is a {kind.__module__}.{kind.__qualname__}; only tensors, numbers, bools, strings, "
-                    "None and lists/tuples/dicts of them can be checked" + _numpy_advice(kind))
+        raise WireError(_("{path} is a {kind}, a subclass of torch.Tensor: return a plain tensor (torch.Tensor), e.g. "
+                          "computed with tensor operations, not a custom class").format(path=path, kind=kind.__qualname__))
+    raise WireError(_("{path} is a {kind}; only tensors, numbers, bools, strings, None and lists/tuples/dicts of them "
+                      "can be checked").format(path=path, kind=f"{kind.__module__}.{kind.__qualname__}")
+                    + _numpy_advice(kind))
 
 
 def _numpy_advice(kind: type) -> str:
     if kind.__module__ != "numpy":
         return ""
     if kind.__name__ == "ndarray":
-        return " (compute it with torch operations, or turn the array into a tensor with torch.from_numpy(...))"
-    return " (convert NumPy values with int(...) or float(...))"
+        return _(" (compute it with torch operations, or turn the array into a tensor with torch.from_numpy(...))")
+    return _(" (convert NumPy values with int(...) or float(...))")
 
 
 def _encode_tensor(tensor: torch.Tensor, blobs: list[bytes], path: str) -> dict:
     name = str(tensor.dtype).removeprefix("torch.")
     if name not in DTYPES:
-        raise WireError(f"{path} has dtype {tensor.dtype}, which the checks do not compare (use one of {sorted(DTYPES)})")
+        raise WireError(_("{path} has dtype {dtype}, which the checks do not compare (use one of {dtypes})").format(
+            path=path, dtype=tensor.dtype, dtypes=sorted(DTYPES)))
     if tensor.layout is not torch.strided or tensor.device.type not in ("cpu", "meta") or tensor.is_quantized \
             or tensor.is_nested:
-        raise WireError(f"{path} is a {tensor.layout} tensor on {tensor.device}; return a dense tensor on the CPU")
+        raise WireError(_("{path} is a {layout} tensor on {device}; return a dense tensor on the CPU").format(
+            path=path, layout=tensor.layout, device=tensor.device))
     if tensor.device.type == "meta":
         return {"t": "meta", "dtype": name, "shape": list(tensor.shape)}
     plain = tensor.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)

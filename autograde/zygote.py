@@ -2,7 +2,8 @@
 runner per notebook: warmed once, it only forks, so every runner starts warm from the same state. A *warden*
 enters fresh namespaces and shows only the assignment's tfm_ref; the *runner* is PID 1 below it::
 
-    {"op": "spawn", "id": 7, "assignment": "ch01_attention", "limits": {...}} + data fd → {"spawned": 7}
+    {"op": "spawn", "id": 7, "assignment": "ch01_attention", "limits": {...}, "language": "zh_CN"}
+                                                            + data fd → {"spawned": 7}
     {"op": "end", "id": 7}                                  → {"ended": 7, "status": "signal SIGKILL"}
 """
 from __future__ import annotations
@@ -13,11 +14,13 @@ import signal
 import socket
 import sys
 
+from .messages import ENVIRONMENT
+
 __all__ = ["main", "describe_status"]
 
 ENV = {"HOME": "/tmp", "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
        "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-"""The runner's whole environment."""
+"""The runner's whole environment, with the notebook's language as `ENVIRONMENT` (what the runner says)."""
 GRADING = "/grading"  # `autograde.sandbox_tree.MOUNT`: the staged folder (this module runs from it)
 TREE = os.path.join(GRADING, "tfm")
 """Where a runner sees its assignment's tfm_ref."""
@@ -42,14 +45,17 @@ def _warm_up() -> None:
     from .building import build, module_parameters
     from .evaluation import evaluate
     from .inputs import Call
+    from .messages import languages, translations
 
+    for name in languages():  # each runner finds the checks' words read
+        translations(name)
     plan = {"kind": "module", "kwargs": {"in_features": 4, "out_features": 3}, "load": True, "training": False}
     weights = torch.nn.Linear(4, 3).state_dict()
     evaluate(lambda: build(plan, torch.nn.Linear, weights, torch.float32), Call(torch.randn(2, 4)), grad=True,
              seed=0, parameters=module_parameters, watch=("_softmax",))
 
 
-def _runner(data_fd: int, limits: dict) -> None:
+def _runner(data_fd: int, limits: dict, language: str) -> None:
     """PID 1 of the notebook's namespaces: drop everything, then serve the grader's requests."""
     from . import isolation
     from .channel import Channel
@@ -62,13 +68,14 @@ def _runner(data_fd: int, limits: dict) -> None:
     isolation.close_other_fds(keep=data_fd)
     os.environ.clear()
     os.environ.update(ENV)
+    os.environ[ENVIRONMENT] = language
     os.chdir("/tmp")
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
     sys.path.insert(0, TREE)
     serve(Channel(socket.socket(fileno=data_fd)))
 
 
-def _warden(data_fd: int, assignment: str, limits: dict) -> None:
+def _warden(data_fd: int, assignment: str, limits: dict, language: str) -> None:
     """Enter fresh namespaces, show the assignment's tree, fork the runner, wait for it; SIGTERM kills the runner."""
     from . import isolation
 
@@ -83,7 +90,7 @@ def _warden(data_fd: int, assignment: str, limits: dict) -> None:
     pid = os.fork()
     if pid == 0:
         try:
-            _runner(data_fd, limits)
+            _runner(data_fd, limits, language)
         finally:
             os._exit(0)
     os.close(data_fd)
@@ -93,7 +100,7 @@ def _warden(data_fd: int, assignment: str, limits: dict) -> None:
     os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else min(os.WEXITSTATUS(status), 127))
 
 
-def _spawn(control: socket.socket, data_fd: int, assignment: str, limits: dict) -> int:
+def _spawn(control: socket.socket, data_fd: int, assignment: str, limits: dict, language: str) -> int:
     # SIGTERM stays blocked in the warden until its handler is in place: ending a notebook at
     # once must kill the runner, never orphan it.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
@@ -101,7 +108,7 @@ def _spawn(control: socket.socket, data_fd: int, assignment: str, limits: dict) 
     if pid == 0:
         try:
             control.close()
-            _warden(data_fd, assignment, limits)
+            _warden(data_fd, assignment, limits, language)
         except BaseException as error:
             print(f"autograde.zygote: could not isolate a runner: {error}", file=sys.stderr, flush=True)
         finally:
@@ -134,7 +141,8 @@ def main(control_fd: int) -> None:
             return
         command = json.loads(message)
         if command["op"] == "spawn":
-            wardens[command["id"]] = _spawn(control, fds[0], command["assignment"], command["limits"])
+            wardens[command["id"]] = _spawn(control, fds[0], command["assignment"], command["limits"],
+                                            command["language"])
             control.send(json.dumps({"spawned": command["id"]}).encode())
         elif command["op"] == "end":
             status = _end(wardens.pop(command["id"]))

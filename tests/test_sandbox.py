@@ -10,6 +10,7 @@ import pytest
 from autograde.channel import ChannelClosed
 from autograde.course import ROOT
 from autograde.sandbox import Limits, Sandbox, sandbox_available
+from autograde.messages import ENGLISH, ENVIRONMENT, _, speaking
 from autograde.zygote import ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")]
@@ -54,8 +55,10 @@ def test_the_runner_has_no_privileges(sandbox):
     assert value(sandbox, "import os\nprint(os.getpid())") == 1  # PID 1 of a namespace of its own
 
 
-def test_the_environment_is_the_runners_own_and_no_process_shows_the_graders(sandbox):
-    assert value(sandbox, "import os\nprint(dict(os.environ))") == ENV
+def test_the_environment_is_the_runners_own_and_no_process_shows_the_graders(sandbox, monkeypatch):
+    monkeypatch.setenv(ENVIRONMENT, "zh_CN")  # the grader's own: the runner's is the notebook's, from the slot
+    with speaking(ENGLISH):
+        assert value(sandbox, "import os\nprint(dict(os.environ))") == {**ENV, ENVIRONMENT: ENGLISH}
     found = value(sandbox, f"""
 import os
 seen = []
@@ -258,3 +261,15 @@ with Sandbox(Limits()).start() as box:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
     assert result.stdout.strip().splitlines()[-1:] == ["the second one"], result.stderr[-2000:]
+
+
+def test_the_runner_speaks_the_notebook_s_language_from_the_staged_catalogues(sandbox):
+    """What the runner says itself (an output it cannot send, a module it cannot build) is in the notebook's
+    language: the slot names it at spawn, and the checks' catalogues are staged beside the runner's modules."""
+    said = "from autograde.messages import _\nprint(_('your output'))"
+    with speaking("zh_CN"):
+        chinese = _("your output")
+        assert run(sandbox, said) == [chinese]
+    with speaking(ENGLISH):
+        assert run(sandbox, said) == ["your output"]
+    assert chinese != "your output"
