@@ -304,3 +304,20 @@ def test_the_images_installation_imports_what_the_notebooks_and_the_grader_impor
                               text=True, timeout=600, env={"PATH": os.environ["PATH"], "MPLBACKEND": "Agg"})
     assert imported.returncode == 0, imported.stderr[-3000:]
     assert not (source / "solutions").exists()
+
+
+def test_the_capacity_plan_s_measurement_reads_a_kernel_s_peak_memory_and_cpu_time(tmp_path):
+    """deploy/kubernetes/measure_kernel.py, which the capacity plan's table names, on a notebook that holds 200 MiB
+    for a moment and spends CPU time: the peak sees the 200 MiB, what the kernel holds after does not."""
+    import nbformat
+
+    sys.path.insert(0, str(HERE))
+    from measure_kernel import measure
+
+    notebook = tmp_path / "heavy.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import time\nblock = bytearray(200 * 2**20)\nfor i in range(0, len(block), 4096):\n    block[i] = 1\n"
+        "del block\nstart = time.process_time()\nwhile time.process_time() - start < 0.5:\n    pass")]), notebook)
+    peak, held, cpu = measure(notebook)
+    assert peak - held > 150  # MiB: the 200 MiB were held at the peak, and given back
+    assert cpu >= 0.5
