@@ -21,7 +21,7 @@ from .messages import _
 if TYPE_CHECKING:
     from .spec import Case, Exercise, Mistake
 
-__all__ = ["Failure", "attempt", "outcome_of", "tolerance", "gradient_names", "reference_of"]
+__all__ = ["Failure", "attempt", "passed", "outcome_of", "tolerance", "gradient_names", "reference_of"]
 
 
 @dataclass
@@ -105,6 +105,14 @@ def attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, se
         return None
     return Failure(problem, dict(dims), call, weights, expected, got, gradient,
                    stub=got.error_type == NotImplementedError.__name__)
+
+
+def passed(exercise: Exercise, case: Case, dims: Dims, seed: int) -> Failure:
+    """``case`` at ``dims`` under ``seed`` as an attempt that gave the reference's outcome (a candidate that passes
+    there): a mistake that gives another is not the candidate's."""
+    call, weights, expected = _remembered(_expected, exercise, case, dims, seed,
+                                          lambda: _expected(exercise, case, dims, seed))
+    return Failure("", dict(dims), call, weights, expected, expected)
 
 
 def _refuse_changed_inputs(exercise: Exercise, call: Call, outcome: Outcome) -> None:

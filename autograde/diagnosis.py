@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .adapters import Dims
-from .attempts import Failure, attempt, outcome_of, reference_of, tolerance
+from .attempts import Failure, attempt, outcome_of, passed, reference_of, tolerance
 from .building import module_parameters
 from .candidates import Candidate
 from .comparison import same
@@ -32,8 +32,7 @@ short, so the name does not depend on the machine's speed."""
 def run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) -> Failure | None:
     """The candidate on ``case``: None if it passes, else its failure, diagnosed and (time allowing) shrunk."""
     deadline = time.monotonic() + EXTRAS_SECONDS
-    gen = torch.Generator().manual_seed(seed)
-    dims = case.dims(gen) if callable(case.dims) else case.dims or exercise.shapes[-1]
+    dims = _dims(exercise, case, seed)
     failure = attempt(exercise, case, candidate, dims, seed)
     if failure is None or failure.stub:
         return failure
@@ -74,6 +73,11 @@ def failing_uses(uses: Sequence[Exercise], candidate: Candidate, seed: int) -> l
             if not report.passed:
                 failing.append((report, candidate.names(used.name)))
     return failing
+
+
+def _dims(exercise: Exercise, case: Case, seed: int) -> Dims:
+    """The sizes ``case`` is checked at under ``seed``."""
+    return case.dims(torch.Generator().manual_seed(seed)) if callable(case.dims) else case.dims or exercise.shapes[-1]
 
 
 def _size(dims: Dims, sizes: set[str]) -> int:
@@ -135,13 +139,17 @@ def _diagnose(exercise: Exercise, case: Case, failure: Failure, seed: int, first
 
 def _told_apart(exercise: Exercise, case: Case, candidate: Candidate, failure: Failure, tied: list[Mistake],
                 seed: int, tries: int = 3) -> list[Mistake]:
-    """The ``tied`` mistakes that also give the student's values on other inputs of the same case and sizes."""
-    for other in range(seed + 1, seed + 1 + tries):
-        again = attempt(exercise, case, candidate, failure.dims, other)
-        if again is None or again.setup or again.got.error is not None:
+    """The ``tied`` mistakes that also give the student's outcome on other inputs: of the same case and sizes,
+    then of the exercise's other cases, where the student's code may pass (two mistakes can agree on every input
+    of one case: a sequence that ends at once decodes alike whichever token is fed)."""
+    others = [(case, failure.dims, other) for other in range(seed + 1, seed + 1 + tries)]
+    others += [(c, _dims(exercise, c, seed), seed) for c in (*exercise.visible, *exercise.hidden) if c is not case]
+    for where, dims, other in others:
+        again = attempt(exercise, where, candidate, dims, other) or passed(exercise, where, dims, other)
+        if again.setup or again.got.error is not None:
             continue
-        still = [m for m in tied if (outcome := outcome_of(m, exercise, case, again, other)) is not None
-                 and same(outcome, again.got, tolerance(exercise, case))]
+        still = [m for m in tied if (outcome := outcome_of(m, exercise, where, again, other)) is not None
+                 and same(outcome, again.got, tolerance(exercise, where))]
         tied = still or tied
         if len(tied) == 1:
             break

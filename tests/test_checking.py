@@ -560,6 +560,29 @@ def test_mistakes_that_give_the_same_values_on_the_failing_input_are_told_apart_
         assert tied.run(_plus_one, seed=seed).mistake == "plus one"
 
 
+def _plus_one_everywhere(x, k, factor=2.0):
+    return x * factor + 1
+
+
+def _plus_one_where_k_is_0(x, k, factor=2.0):
+    return x * factor + (1 if k == 0 else 0)
+
+
+def test_mistakes_that_agree_on_every_input_of_a_case_are_told_apart_where_the_student_passes():
+    """On the case where k is always 0 the two mistakes give the same values on every seed; on the other, one of
+    them is right. A student whose code passes there did not make the one that fails there, and the other way round."""
+    def inputs(k):
+        return lambda gen, dims, dtype: Call(randn(gen, dims["N"], dtype=dtype), k)
+
+    tied = Exercise(name="scale", reference=lambda x, k, factor=2.0: x * factor, arg_names=("x", "k"),
+                    inputs=inputs(0), shapes=[dict(N=3)], visible=[Case("k = 0"), Case("k = 1", inputs=inputs(1))],
+                    mistakes=[Mistake("plus one everywhere", _plus_one_everywhere, "one added."),
+                              Mistake("plus one where k = 0", _plus_one_where_k_is_0, "one added where k = 0.")])
+    for seed in range(3):
+        assert tied.run(_plus_one_where_k_is_0, seed=seed).mistake == "plus one where k = 0"
+        assert tied.run(_plus_one_everywhere, seed=seed).mistake == "plus one everywhere"
+
+
 def test_an_output_a_graded_run_could_not_send_back_fails_in_the_notebook_too():
     import numpy
 
