@@ -1,3 +1,8 @@
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -15,6 +20,26 @@ def checks_on_one_thread():
 
     with one_thread():
         yield
+
+
+@pytest.fixture(scope="session")
+def released_course(tmp_path_factory):
+    """``released_course(folder, assignments, late_penalty=None, chinese=False, due=())``: a released course of its
+    own at ``folder``, copied from one released once per session (tests/courses.py)."""
+    from courses import ReleasedCourses
+
+    return ReleasedCourses(tmp_path_factory.mktemp("released"))
+
+
+@pytest.fixture
+def bwrap_refused():
+    """An environment whose bwrap fails as it does where user namespaces are not allowed."""
+    fake = Path(tempfile.mkdtemp())  # where the unprivileged sandbox user may run it
+    fake.chmod(0o755)
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    yield {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    shutil.rmtree(fake)
 
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

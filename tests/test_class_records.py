@@ -19,7 +19,7 @@ from autograde.classroom import make_course, solved_notebook, untouched_notebook
 from autograde.course import CONFIG_NAME, ROOT, nbgrader_config, released_notebook
 from autograde.grade import RECORD, before_grading, grade, summary
 from autograde.notebook import load_notebook, merge
-from autograde.release import release, source_notebook
+from autograde.release import source_notebook
 from autograde.sandbox import Limits
 from autograde.slot import graded_row
 
@@ -67,10 +67,8 @@ def _lines(path, student):
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    root = make_course(tmp_path_factory.mktemp("records") / "course", [A])
-    release([A], root=root)
-    return root
+def course(tmp_path_factory, released_course):
+    return released_course(tmp_path_factory.mktemp("records") / "course", [A])
 
 
 @pytest.fixture(scope="module")

@@ -364,19 +364,13 @@ def test_it_reads_well_in_a_browser(browser, pages, language, mode, width):  # n
 # ---------------------------------------------------------------------------------------- a real graded class
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, released_course):
     """A real grading run: two chapters, a solved, a broken, an unwritten, a delegating and a late notebook."""
-    from nbgrader.api import Gradebook
-
-    from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
+    from autograde.classroom import solved_notebook, untouched_notebook, write_submission
     from autograde.grade import grade
-    from autograde.release import release
 
     tmp = tmp_path_factory.mktemp("graded")
-    course = make_course(tmp / "course", [A, M])
-    release([A, M], root=course)
-    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
-        gb.update_or_create_assignment(A, duedate="2026-11-20 17:00:00 UTC")
+    course = released_course(tmp / "course", [A, M], due=[A])
     subs = tmp / "submitted"
     unstable = {"softmax": "def softmax(x, dim=-1):\n    e = torch.exp(x)\n    return e / e.sum(dim=dim, keepdim=True)"}
     upper = {"causal_mask": "def causal_mask(n_q, n_k=None, device=None):\n    n_k = n_q if n_k is None else n_k\n"

@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 from distributed import Client
 from nbgrader.api import Gradebook
-from test_grading_cli import _cli, bwrap_refused  # noqa: F401  (a fixture)
+from test_grading_cli import _cli
 
-from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
+from autograde.classroom import solved_notebook, untouched_notebook, write_submission
 from autograde.feedback import feedback_path
 from autograde.grade import GradingError, grade
-from autograde.release import release
 from autograde.sandbox import sandbox_available
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")]
@@ -35,11 +34,10 @@ SEED = 1234  # one class seed for every run: the feedback shows the checks' inpu
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
+def course(tmp_path_factory, released_course):
     """A course and its class: four submissions and one untouched notebook."""
     tmp = tmp_path_factory.mktemp("distributed")
-    course = make_course(tmp / "course", [A])
-    release([A], root=course)
+    course = released_course(tmp / "course", [A])
     for student, answers in ANSWERS.items():
         write_submission(tmp / "class", student, A, solved_notebook(A, answers, course))
     write_submission(tmp / "class", "untouched", A, untouched_notebook(A, course))

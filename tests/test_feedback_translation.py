@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -186,18 +185,6 @@ def test_the_passed_line_and_a_shape_message_speak_chinese(capsys):
 
 # --------------------------------------------------------------------------- nbgrader validate and grading
 
-def _course(folder: Path) -> Path:
-    from autograde.classroom import make_course
-    from autograde.notebook_translation import CATALOGUES
-    from autograde.release import release
-
-    root = make_course(folder, [A])
-    shutil.copytree(ROOT / "locales" / LANGUAGE / "LC_MESSAGES" / CATALOGUES,
-                    root / "locales" / LANGUAGE / "LC_MESSAGES" / CATALOGUES)
-    release([A], root=root)
-    return root
-
-
 def _chinese_with(root: Path, answers: dict[str, str]) -> nbformat.NotebookNode:
     """The Chinese notebook with the instructor's solutions, or ``answers[grade_id]`` where given."""
     from autograde.classroom import solved_notebook
@@ -213,8 +200,8 @@ def _chinese_with(root: Path, answers: dict[str, str]) -> nbformat.NotebookNode:
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    return _course(tmp_path_factory.mktemp("course"))
+def course(tmp_path_factory, released_course):
+    return released_course(tmp_path_factory.mktemp("course") / "course", [A], chinese=True)
 
 
 @pytest.mark.slow

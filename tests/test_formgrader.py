@@ -22,7 +22,7 @@ import pytest
 
 from autograde.autograded import UNFLAGGED, Recorder, SandboxOnly, grader_note, keep_submission
 from autograde.classroom import make_course, solved_notebook, write_submission
-from autograde.course import CONFIG_NAME, nbgrader_config
+from autograde.course import nbgrader_config
 from autograde.feedback import GRADER_NOTE, feedback_path
 from site_browser import browser, wait  # noqa: F401 (fixture)
 
@@ -121,15 +121,10 @@ def _nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, released_course):
     """A class handed in as a zip, with the LMS's times, graded into the course root; its grades.csv rows."""
     tmp = tmp_path_factory.mktemp("formgrader")
-    root = make_course(tmp / "course", [A])
-    with (root / "autograde" / CONFIG_NAME).open("a") as config:
-        config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
-    from autograde.release import release
-
-    release([A], root=root)
+    root = released_course(tmp / "course", [A], late_penalty="zero")
     _nbgrader(root, "db", "assignment", "add", A, "--duedate=2026-11-20 17:00:00 UTC")
     for student, (answers, _) in STUDENTS.items():
         write_submission(tmp / "class", student, A, solved_notebook(A, answers, root))

@@ -19,13 +19,12 @@ import nbformat
 import pytest
 
 from autograde.audit import audit
-from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
+from autograde.classroom import solved_notebook, untouched_notebook, write_submission
 from autograde.course import nbgrader_config
 from autograde.feedback import feedback_path
 from autograde.grade import grade
 from autograde.records import _cell
 from autograde.gradebook import recorded
-from autograde.release import release
 from autograde.sandbox import Limits, sandbox_available
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")]
@@ -386,10 +385,9 @@ def _malformed(course):
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, released_course):
     tmp = tmp_path_factory.mktemp("attacks")
-    course = make_course(tmp / "course", [A, KV])
-    release([A, KV], root=course)
+    course = released_course(tmp / "course", [A, KV])
     subs = tmp / "submitted"
     students = []
 

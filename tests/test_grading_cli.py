@@ -3,24 +3,20 @@ start grades nothing, a grading slot that dies costs only the notebook it was on
 hands in (a forged time, a hoard of notebooks, a folder name that is a formula) costs that student only."""
 import csv
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import zipfile
 from datetime import datetime
-from pathlib import Path
 
 import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograde.classroom import make_course, solved_notebook, write_submission
-from autograde.course import CONFIG_NAME, nbgrader_config
+from autograde.classroom import solved_notebook, write_submission
+from autograde.course import nbgrader_config
 from autograde.pool import SlotPool
-from autograde.release import release
 from autograde.sandbox import Limits, sandbox_available
 
 A = "ch01_attention"
@@ -52,21 +48,9 @@ def test_an_output_folder_that_cannot_be_written_is_refused(tmp_path):
     assert result.returncode == 2 and "cannot write the results" in result.stderr
 
 
-@pytest.fixture
-def bwrap_refused():
-    """An environment whose bwrap fails as it does where user namespaces are not allowed."""
-    fake = Path(tempfile.mkdtemp())  # where the unprivileged sandbox user may run it
-    fake.chmod(0o755)
-    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
-    (fake / "bwrap").chmod(0o755)
-    yield {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
-    shutil.rmtree(fake)
-
-
 @pytest.mark.slow
-def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path, bwrap_refused):
-    course = make_course(tmp_path / "course", [A])
-    release([A], root=course)
+def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path, bwrap_refused, released_course):
+    course = released_course(tmp_path / "course", [A])
     write_submission(tmp_path / "subs", "s1", A, solved_notebook(A, root=course))
     result = _cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
                   env=bwrap_refused)
@@ -75,11 +59,10 @@ def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path, bwrap_refused):
 
 
 @pytest.mark.slow
-def test_a_folder_name_reaches_the_terminal_as_text_not_as_escape_sequences(tmp_path, bwrap_refused):
+def test_a_folder_name_reaches_the_terminal_as_text_not_as_escape_sequences(tmp_path, bwrap_refused, released_course):
     """A student folder without its assignment is named on stderr (beside others' submissions, or as all there
     was); a name that clears the screen or reverses the text around it is shown with its codes instead."""
-    course = make_course(tmp_path / "course", [A])
-    release([A], root=course)
+    course = released_course(tmp_path / "course", [A])
     name = "\x1b[2J\x1b[Hmallory\u202e"
     write_submission(tmp_path / "subs", name, f"{A} (1)", solved_notebook(A, root=course))
     result = _cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
@@ -96,9 +79,8 @@ def test_a_folder_name_reaches_the_terminal_as_text_not_as_escape_sequences(tmp_
 @pytest.mark.slow
 @pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")
 @pytest.mark.slow
-def test_a_slot_that_dies_costs_one_row_and_is_started_again(tmp_path):
-    course = make_course(tmp_path / "course", [A])
-    release([A], root=course)
+def test_a_slot_that_dies_costs_one_row_and_is_started_again(tmp_path, released_course):
+    course = released_course(tmp_path / "course", [A])
     tasks = []
     for i in range(3):
         path = write_submission(tmp_path / "subs", f"s{i}", A, solved_notebook(A, root=course))
@@ -136,17 +118,12 @@ def test_a_submission_times_file_that_cannot_be_read_stops_before_anything_is_gr
 
 
 @pytest.fixture(scope="module")
-def hostile_class(tmp_path_factory):
+def hostile_class(tmp_path_factory, released_course):
     """One real grading run of a class zip, with the instructor's submission times: a student who forged an early
     timestamp.txt, one who hoards six 19 MB notebooks (each under --max-notebook-mb), one whose folder name is a
     formula, and an honest one."""
     tmp = tmp_path_factory.mktemp("hostile")
-    course = make_course(tmp / "course", [A])
-    with (course / "autograde" / CONFIG_NAME).open("a") as config:
-        config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
-    release([A], root=course)
-    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
-        gb.update_or_create_assignment(A, duedate=datetime(2026, 11, 20, 17, 0))
+    course = released_course(tmp / "course", [A], late_penalty="zero", due=[A])
     solved = nbformat.writes(solved_notebook(A, root=course))
     hoard = solved[:-2] + " " * 19_000_000 + solved[-2:]  # still the notebook, padded with whitespace
     archive = tmp / "class.zip"

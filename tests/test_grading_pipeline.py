@@ -49,10 +49,9 @@ BROKEN = {  # student -> (answers, the mistake the feedback must name, points lo
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, released_course):
     tmp = tmp_path_factory.mktemp("class")
-    course = make_course(tmp / "course", [A])
-    release([A], root=course)
+    course = released_course(tmp / "course", [A])
     subs = tmp / "submitted"
 
     def solved(answers=None):
@@ -229,10 +228,9 @@ def test_release_is_idempotent_and_finds_assignments_by_folder(tmp_path):
     assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text and "raise NotImplementedError()" in text
 
 
-def test_every_chapters_solutions_score_full_marks_and_its_student_version_zero(tmp_path):
+def test_every_chapters_solutions_score_full_marks_and_its_student_version_zero(tmp_path, released_course):
     chapters = assignment_ids()
-    course = make_course(tmp_path / "course", chapters)
-    release(chapters, root=course)
+    course = released_course(tmp_path / "course", chapters)
     subs = tmp_path / "submitted"
     for chapter in chapters:
         write_submission(subs, "solved", chapter, solved_notebook(chapter, root=course))

@@ -30,9 +30,8 @@ import nbformat
 import pytest
 import requests
 
-from autograde.classroom import make_course, solved_notebook
+from autograde.classroom import solved_notebook
 from autograde.course import ROOT, nbgrader_config
-from autograde.release import release
 
 A = "ch01_attention"
 DEPLOY = ROOT / "deploy" / "jupyterhub"
@@ -190,7 +189,7 @@ c.JupyterHub.load_roles = [{{"name": "course-test", "services": ["course-test"],
 
 
 @pytest.fixture(scope="module")
-def hub():
+def hub(released_course):
     base = Path(tempfile.mkdtemp(prefix="course-hub-"))  # other accounts must reach it: not pytest's 0700 tmp
     base.chmod(0o755)
     hub = Hub(base)
@@ -199,8 +198,7 @@ def hub():
         hub.add_account(hub.instructor)
         hub.add_account(hub.student)
         (hub.homes / hub.instructor).chmod(0o700)  # the course, solutions included, is the instructor's alone
-        make_course(hub.course, [A])
-        release([A], root=hub.course)
+        released_course(hub.course, [A])
         shutil.chown(hub.course, hub.instructor, hub.instructor)
         for path in hub.course.rglob("*"):
             shutil.chown(path, hub.instructor, hub.instructor)

@@ -8,19 +8,18 @@ from datetime import datetime
 
 import nbformat
 import pytest
+from courses import new_course, set_due
 from nbgrader.api import Gradebook
 from trusting_pool import TrustingPool
 
 from autograde.__main__ import main
-from autograde.classroom import make_course, solved_notebook
+from autograde.classroom import solved_notebook
 from autograde.collection import TOO_LARGE, CollectionError, collect
-from autograde.course import CONFIG_NAME
 from autograde.grade import GradingError, grade
 from autograde.lms import assignment_of, default_id, read_mapping
 from autograde.release import release
 
 A, B = "ch01_attention", "ch02_multihead"
-DUE = datetime(2026, 11, 20, 17, 0)  # UTC
 
 
 def _zip(path, members):
@@ -34,12 +33,9 @@ def _zip(path, members):
 def downloads(tmp_path_factory):
     """Each LMS's download of ch01, graded into a course that scores a late submission 0."""
     tmp = tmp_path_factory.mktemp("lms")
-    course = make_course(tmp / "course", [A, B])
-    with (course / "autograde" / CONFIG_NAME).open("a") as config:
-        config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
+    course = new_course(tmp / "course", [A, B], late_penalty="zero")  # B is known, not released
     release([A], root=course)
-    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
-        gb.update_or_create_assignment(A, duedate=DUE)
+    set_due(course, A)
     nb = nbformat.writes(solved_notebook(A, root=course))
     canvas = _zip(tmp / "submissions.zip", {
         f"doejane_1234_501_{A}.ipynb": nb,

@@ -16,10 +16,9 @@ from nbgrader.apps import NbGraderAPI
 from nbgrader.utils import notebook_hash
 
 from autograde.autograded import SANDBOX_ONLY, flag_submissions
-from autograde.classroom import make_course, solved_notebook, write_submission
-from autograde.course import CONFIG_NAME, nbgrader_config
+from autograde.classroom import solved_notebook, write_submission
+from autograde.course import nbgrader_config
 from autograde.feedback import GRADER_NOTE, feedback_path
-from autograde.release import release
 
 pytestmark = pytest.mark.slow
 
@@ -47,11 +46,8 @@ def _files(folder):
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    root = make_course(tmp_path_factory.mktemp("flow") / "course", [A])
-    with (root / "autograde" / CONFIG_NAME).open("a") as config:
-        config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
-    release([A], root=root)
+def course(tmp_path_factory, released_course):
+    root = released_course(tmp_path_factory.mktemp("flow") / "course", [A], late_penalty="zero")
     _nbgrader(root, "db", "assignment", "add", A, f"--duedate={DUE}")
     for student, (answers, stamped) in STUDENTS.items():
         folder = write_submission(root / "submitted", student, A, solved_notebook(A, answers, root)).parent

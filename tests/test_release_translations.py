@@ -3,38 +3,30 @@
 take a Chinese notebook as they take the English one — every chapter, in a course root of its own."""
 import logging
 import re
-import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 from babel.messages.pofile import read_po, write_po
+from courses import LANGUAGE, new_course
 from student_validation import validate
 
-from autograde.classroom import make_course, solved_notebook, write_submission
-from autograde.course import ROOT, assignment_ids, released_notebook, translated_notebook
+from autograde.classroom import solved_notebook, write_submission
+from autograde.course import assignment_ids, released_notebook, translated_notebook
 from autograde.grade import grade
 from autograde.messages import setup_line
-from autograde.notebook_translation import CATALOGUES, catalogue_path
+from autograde.notebook_translation import catalogue_path
 from autograde.release import STUDENT_CONFIG, release
 
 pytestmark = pytest.mark.slow
 
-LANGUAGE = "zh_CN"
 A = "ch01_attention"
 CHINESE_TEXT = re.compile(r"[\u4e00-\u9fff]")
 
 
-def _course(folder: Path, assignments: list[str]) -> Path:
-    root = make_course(folder, assignments)
-    shutil.copytree(ROOT / "locales" / LANGUAGE / "LC_MESSAGES" / CATALOGUES,
-                    root / "locales" / LANGUAGE / "LC_MESSAGES" / CATALOGUES)
-    return root
-
-
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    root = _course(tmp_path_factory.mktemp("course"), assignment_ids())
+    root = new_course(tmp_path_factory.mktemp("course"), assignment_ids(), chinese=True)
     return root, release(assignment_ids(), root=root)
 
 
@@ -120,7 +112,7 @@ def _forget(catalogue: Path, message: str) -> None:
 
 
 def test_a_notebook_whose_catalogue_is_incomplete_is_not_released_in_chinese_and_its_old_one_goes(tmp_path, caplog):
-    root = _course(tmp_path, [A])
+    root = new_course(tmp_path, [A], chinese=True)
     first = release([A], root=root)[1].read_bytes()
     assert release([A], root=root)[1].read_bytes() == first  # idempotent
     _forget(catalogue_path(root, LANGUAGE, A), "Hint 1")

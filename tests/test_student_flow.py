@@ -6,8 +6,8 @@ import shutil
 import pytest
 from student_validation import validate
 
-from autograde.classroom import make_course, solved_notebook, write_submission
-from autograde.release import release
+from autograde.classroom import solved_notebook, write_submission
+from autograde.course import released_notebook
 
 pytestmark = pytest.mark.slow
 
@@ -16,10 +16,9 @@ WRONG_AXIS = "def softmax(x, dim=-1):\n    e = torch.exp(x - x.amax(dim=0, keepd
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    root = make_course(tmp_path_factory.mktemp("course"), [A])
-    (notebook,) = release([A], root=root)
-    return root, notebook
+def released(tmp_path_factory, released_course):
+    root = released_course(tmp_path_factory.mktemp("course") / "course", [A])
+    return root, released_notebook(A, root)
 
 
 def test_each_released_notebook_has_the_students_settings_beside_it(released):

@@ -7,12 +7,11 @@ import csv
 import pytest
 from trusting_pool import TrustingPool
 
-from autograde.classroom import make_course, solved_notebook, write_submission
+from autograde.classroom import solved_notebook, write_submission
 from autograde.collection import exportable_id
 from autograde.grade import grade
 from autograde.records import write_csv
 from autograde.gradebook import recorded
-from autograde.release import release
 
 A = "ch01_attention"
 ACCEPTED = ("alice", "Zoë", "李雷", "अनिल", "o.brien-2+x@uni.example", "s_007")
@@ -32,10 +31,9 @@ def test_anything_else_is_not(name):
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, released_course):
     tmp = tmp_path_factory.mktemp("ids")
-    course = make_course(tmp / "course", [A])
-    release([A], root=course)
+    course = released_course(tmp / "course", [A])
     hostile = ("mallory;=1+1", "eve;@SUM(1+1)", "\t=1+1", "bob smith", "comma,10.0", "[0-9]*")
     for student in (*hostile, "Zoë", "李雷"):
         write_submission(tmp / "subs", student, A, solved_notebook(A, root=course))

@@ -10,14 +10,11 @@ import pytest
 from nbgrader.api import Gradebook
 from trusting_pool import TrustingPool
 
-from autograde.classroom import make_course, solved_notebook, write_submission
+from autograde.classroom import solved_notebook, write_submission
 from autograde.collection import (CollectionError, Submission, parse_time, read_submission_times, settle_times)
-from autograde.course import CONFIG_NAME
 from autograde.grade import grade
-from autograde.release import release
 
 A = "ch01_attention"
-DUE = datetime(2026, 11, 20, 17, 0)  # UTC, as nbgrader keeps a due date
 EARLY = "2026-11-19 09:00:00.000000 UTC"  # what a forger writes in their timestamp.txt
 LATE = "2026-11-21 09:00:00"
 
@@ -79,15 +76,9 @@ def test_the_students_own_time_is_a_claim_and_an_instructors_record_replaces_it(
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
+def course(tmp_path_factory, released_course):
     """A course whose late policy scores a late submission 0, with a due date."""
-    root = make_course(tmp_path_factory.mktemp("times") / "course", [A])
-    with (root / "autograde" / CONFIG_NAME).open("a") as config:
-        config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
-    release([A], root=root)
-    with Gradebook(f"sqlite:///{root}/gradebook.db") as gb:
-        gb.update_or_create_assignment(A, duedate=DUE)
-    return root
+    return released_course(tmp_path_factory.mktemp("times") / "course", [A], late_penalty="zero", due=[A])
 
 
 @pytest.fixture

@@ -19,10 +19,8 @@ import pytest
 from sphinx.application import Sphinx
 from sphinx.util.docutils import docutils_namespace
 
-from autograde.classroom import make_course
 from autograde.course import assignment_ids
 from autograde.notebook_translation import CATALOGUES, read_translations, translate_notebook
-from autograde.release import release
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "_build" / ".jupyter_cache"
@@ -118,9 +116,8 @@ def test_a_changed_english_paragraph_fails_the_check_until_its_translation_is_re
 
 
 @pytest.mark.slow
-def test_every_exercise_notebook_is_fully_translated(tmp_path):
-    course = make_course(tmp_path / "course", assignment_ids())
-    release(assignment_ids(), root=course)
+def test_every_exercise_notebook_is_fully_translated(tmp_path, released_course):
+    course = released_course(tmp_path / "course", assignment_ids())
     build.extract_notebooks(tmp_path / "gettext", course)
     for language, pages in coverage.released().items():
         notebooks = [page for page in pages if page.startswith(f"{CATALOGUES}/")]
