@@ -6,7 +6,6 @@ import copy
 import nbformat
 
 from autograde.classroom import solved_notebook, untouched_notebook
-from autograde.course import SOLUTIONS
 from autograde.notebook import merge
 from autograde.release import source_notebook
 
@@ -15,9 +14,10 @@ STUB = "def softmax(x, dim=-1):\n    raise NotImplementedError()\n"
 ANSWER = "def softmax(x, dim=-1):\n    return 'the later copy'\n"
 
 
-def test_a_duplicated_solution_cell_runs_after_the_first_copy_and_before_the_check():
-    source, release = nbformat.read(source_notebook(A, SOLUTIONS), 4), untouched_notebook(A)
-    student = solved_notebook(A, {"softmax": STUB})
+def test_a_duplicated_solution_cell_runs_after_the_first_copy_and_before_the_check(tmp_path, released_course):
+    course = released_course(tmp_path / "course", [A])
+    source, release = nbformat.read(source_notebook(A, course / "solutions"), 4), untouched_notebook(A, course)
+    student = solved_notebook(A, {"softmax": STUB}, course)
     first = next(i for i, c in enumerate(student.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
     duplicate = copy.deepcopy(student.cells[first])
     duplicate.source = ANSWER
