@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"grades.csv not compared with a gradebook ({error})", file=sys.stderr)
             else:
                 if changed:
-                    print(f"grades.csv: {changed} row(s) brought in step with the gradebook's scores")
+                    rows = "1 row" if changed == 1 else f"{changed} rows"
+                    print(f"grades.csv: {rows} brought in step with the gradebook's scores")
             print(f"class report → {write_report(results, args.page, args.lang)}")
         else:
             from .audit import audit

@@ -114,7 +114,7 @@ def refresh_scores(path: Path, db_url: str) -> int:
         score, cells = entry.final_score, _cells_text(entry.cell_scores(cells))
         if float(row["score"]) != score or cells != row["cells"]:
             changed += 1
-            row.update(score=f"{score:g}", cells=cells)
+            row.update(score=str(score), cells=cells)  # as grading writes it: 10.0, 8.5
     if changed:
         _write_dicts(path, CSV_COLUMNS, rows)
     return changed

@@ -261,14 +261,15 @@ def test_the_report_brings_grades_csv_in_step_with_scores_given_by_hand_since(re
     """A score given in formgrader after the last run reaches grades.csv and the report when the report is made."""
     _, out, course = regraded
     with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
-        gb.find_grade("masked_attention_hidden", A, A, "bob").manual_score = 0.5
+        gb.find_grade("masked_attention_hidden", A, A, "bob").manual_score = 1  # a whole number: written 9.0, not 9
         gb.db.commit()
         in_gradebook = gb.find_submission(A, "bob").score
     before = {r["student_id"]: r for r in csv.DictReader((out / "grades.csv").open(newline=""))}
     said = _run_main(["report", str(out), "--root", str(course)])
     after = {r["student_id"]: r for r in csv.DictReader((out / "grades.csv").open(newline=""))}
-    assert "grades.csv: 1 row(s) brought in step with the gradebook's scores" in said
+    assert "grades.csv: 1 row brought in step with the gradebook's scores" in said
     assert float(after["bob"]["score"]) == in_gradebook != float(before["bob"]["score"])
-    assert "masked_attention_hidden=0.5" in after["bob"]["cells"].split(";")
+    assert after["bob"]["score"] == str(float(in_gradebook))  # as grading writes a score
+    assert "masked_attention_hidden=1" in after["bob"]["cells"].split(";")
     assert {s: r for s, r in after.items() if s != "bob"} == {s: r for s, r in before.items() if s != "bob"}
     assert "brought in step" not in _run_main(["report", str(out), "--root", str(course)])  # nothing new: untouched
