@@ -8,6 +8,8 @@ releases each kind of course once and hands out fresh copies, since grading writ
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +21,7 @@ from autograde.course import CONFIG_NAME, ROOT
 from autograde.notebook_translation import CATALOGUES
 from autograde.release import release
 
-__all__ = ["DUE", "LANGUAGE", "new_course", "set_due", "ReleasedCourses"]
+__all__ = ["DUE", "LANGUAGE", "new_course", "set_due", "ReleasedCourses", "run_cli"]
 
 DUE = datetime(2026, 11, 20, 17, 0)  # UTC, as nbgrader keeps a due date
 LANGUAGE = "zh_CN"
@@ -66,3 +68,9 @@ class ReleasedCourses:
         for assignment in due:
             set_due(root, assignment)
         return root
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m autograde ARGS`` as an instructor runs it, its output captured."""
+    return subprocess.run([sys.executable, "-m", "autograde", *args], capture_output=True, text=True, env=env,
+                          timeout=600)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from distributed import Client
 from nbgrader.api import Gradebook
-from test_grading_cli import _cli
+
+from courses import run_cli
 
 from autograde.classroom import solved_notebook, untouched_notebook, write_submission
 from autograde.feedback import feedback_path
@@ -119,7 +120,7 @@ def test_a_cluster_grades_as_one_machine_does_and_a_killed_worker_costs_nothing(
 def test_a_worker_that_cannot_start_its_sandbox_is_named_and_nothing_is_graded(course, tmp_path, bwrap_refused):
     root, subs = course
     with _cluster(tmp_path, 1, env=bwrap_refused) as (address, _):
-        result = _cli("grade", str(subs), "--root", str(root), "--out", str(tmp_path / "out"), "--scheduler", address)
+        result = run_cli("grade", str(subs), "--root", str(root), "--out", str(tmp_path / "out"), "--scheduler", address)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "the grading sandbox could not start on worker tcp://127.0.0.1:" in result.stderr
     assert "Permission denied" in result.stderr and not (tmp_path / "out" / "grades.csv").exists()

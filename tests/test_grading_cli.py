@@ -3,8 +3,6 @@ start grades nothing, a grading slot that dies costs only the notebook it was on
 hands in (a forged time, a hoard of notebooks, a folder name that is a formula) costs that student only."""
 import csv
 import os
-import subprocess
-import sys
 import threading
 import time
 import zipfile
@@ -14,17 +12,14 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from courses import run_cli
+
 from autograde.classroom import solved_notebook, write_submission
 from autograde.course import nbgrader_config
 from autograde.pool import SlotPool
 from autograde.sandbox import Limits, sandbox_available
 
 A = "ch01_attention"
-
-
-def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "autograde", *args], capture_output=True, text=True, env=env,
-                          timeout=600)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -35,7 +30,7 @@ def _cli(*args, env=None):
 ])
 @pytest.mark.slow
 def test_bad_input_is_one_line_and_status_2(tmp_path, args, message):
-    result = _cli(*[str(tmp_path / a) if a in ("no/such/folder", "x") else a for a in args])
+    result = run_cli(*[str(tmp_path / a) if a in ("no/such/folder", "x") else a for a in args])
     assert result.returncode == 2 and message in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -44,7 +39,7 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, args, message):
 def test_an_output_folder_that_cannot_be_written_is_refused(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    result = _cli("grade", str(tmp_path), "--out", str(blocker / "out"))
+    result = run_cli("grade", str(tmp_path), "--out", str(blocker / "out"))
     assert result.returncode == 2 and "cannot write the results" in result.stderr
 
 
@@ -52,7 +47,7 @@ def test_an_output_folder_that_cannot_be_written_is_refused(tmp_path):
 def test_a_sandbox_that_cannot_start_grades_nothing(tmp_path, bwrap_refused, released_course):
     course = released_course(tmp_path / "course", [A])
     write_submission(tmp_path / "subs", "s1", A, solved_notebook(A, root=course))
-    result = _cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
+    result = run_cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
                   env=bwrap_refused)
     assert result.returncode == 2 and "sandbox" in result.stderr and "Permission denied" in result.stderr
     assert not (tmp_path / "out" / "grades.csv").exists()
@@ -65,12 +60,12 @@ def test_a_folder_name_reaches_the_terminal_as_text_not_as_escape_sequences(tmp_
     course = released_course(tmp_path / "course", [A])
     name = "\x1b[2J\x1b[Hmallory\u202e"
     write_submission(tmp_path / "subs", name, f"{A} (1)", solved_notebook(A, root=course))
-    result = _cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
+    result = run_cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
                   env=bwrap_refused)
     assert result.returncode == 2 and "found 1 folder (\\x1b[2J\\x1b[Hmallory\\u202e/) holding no folder named " \
         "after an assignment" in result.stderr and "\x1b" not in result.stderr
     write_submission(tmp_path / "subs", "honest", A, solved_notebook(A, root=course))
-    result = _cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
+    result = run_cli("grade", str(tmp_path / "subs"), "--root", str(course), "--out", str(tmp_path / "out"),
                   env=bwrap_refused)
     assert "not graded: \\x1b[2J\\x1b[Hmallory\\u202e/" in result.stderr
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
@@ -112,7 +107,7 @@ def test_a_submission_times_file_that_cannot_be_read_stops_before_anything_is_gr
     (tmp_path / "subs" / "s1" / A).mkdir(parents=True)
     times = tmp_path / "times.csv"
     times.write_text(f"student_id,assignment,time\ns1,{A},2026-11-20 17:03:00\ns2,{A},after the party\n")
-    result = _cli("grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--submitted-at", str(times))
+    result = run_cli("grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--submitted-at", str(times))
     assert result.returncode == 2 and f"{times} line 3: cannot read 'after the party' as a time" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "out" / "grades.csv").exists()
 
@@ -136,7 +131,7 @@ def hostile_class(tmp_path_factory, released_course):
     times = tmp / "times.csv"
     times.write_text(f'student_id,assignment,time\nhonest,{A},"Nov 20, 2026 4:59pm"\n'
                      f'forger,{A},2026-11-21T09:00:00Z\n"mallory;=1+1",{A},2026-11-20 12:00:00\n')
-    result = _cli("grade", str(archive), "--root", str(course), "--out", str(course), "--submitted-at", str(times))
+    result = run_cli("grade", str(archive), "--root", str(course), "--out", str(course), "--submitted-at", str(times))
     assert result.returncode == 0, result.stderr[-3000:]
     with (course / "grades.csv").open(newline="", encoding="utf-8") as f:
         return {row["student_id"]: row for row in csv.DictReader(f)}, course

@@ -18,7 +18,7 @@ from instructor_notebooks import solution_namespace
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-from test_widgets_alignment import tiny_date_model
+from tiny_models import tiny_date_model
 
 from autograde.course import assignment_ids, source_markdown
 from tfm_ref.multihead import MultiHeadAttention

@@ -4,18 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tfm_ref import Transformer, TransformerConfig, attention, greedy_decode
-from tfm_lab.tasks import DateTask
+from tfm_ref import Transformer, attention, greedy_decode
 from tfm_widgets.alignment import cross_attention_maps, use_attention
-
-
-def tiny_date_model():
-    """An untrained date model, small (tests/test_try_it_cells.py uses it too)."""
-    torch.manual_seed(0)
-    task = DateTask()
-    config = TransformerConfig(vocab_size=len(task.vocab), d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
-                               n_decoder_layers=2, dropout=0.0)
-    return Transformer(config).eval(), task
+from tiny_models import tiny_date_model
 
 
 def test_maps_are_n_tgt_by_n_src_per_layer_and_rows_sum_to_one():
