@@ -3,6 +3,7 @@ submissions, with two jobs, in a course root of its own. One grading run (module
 every assertion."""
 import csv
 import html
+import json
 import zipfile
 
 import nbformat
@@ -90,6 +91,8 @@ def graded(tmp_path_factory, released_course):
     bomb.cells.append(nbformat.v4.new_code_cell("hog = [bytearray(10**8) for _ in range(10**4)]"))
     write_submission(subs, "memory_bomb", A, bomb)
     write_submission(subs, "corrupted", A, '{"cells": [ this is not json')
+    nested = json.dumps(solved())  # valid JSON nested deeper than any parser's recursion: a notebook of no use
+    write_submission(subs, "nested", A, nested[:-1] + ', "deep": ' + "[" * 200_000 + "]" * 200_000 + "}")
     (subs / "missing" / A).mkdir(parents=True)
     archive = tmp / "submitted.zip"
     with zipfile.ZipFile(archive, "w") as zf:
@@ -181,7 +184,8 @@ def test_disruptive_submissions_cost_only_the_affected_parts(graded):
     assert next(r for r in rows if r["student_id"] == "loops")["cell_scores"]["masked_attention_hidden"] == 0
     assert next(r for r in rows if r["student_id"] == "exits")["cell_scores"]["masked_attention_hidden"] == 0
     assert float(csv_rows["memory_bomb"]["score"]) == MAX
-    assert float(csv_rows["corrupted"]["score"]) == 0 and "corrupted-notebook" in csv_rows["corrupted"]["flags"]
+    for student in ("corrupted", "nested"):
+        assert float(csv_rows[student]["score"]) == 0 and "corrupted-notebook" in csv_rows[student]["flags"]
     assert "missing-notebook" in csv_rows["missing"]["flags"]
 
 
