@@ -17,7 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 __all__ = ["Submission", "find_submissions", "extract_zip", "CollectionError", "exportable_id", "collect", "Collected",
-           "read_submission_times", "settle_times", "unmatched_times", "with_times", "SubmissionTimes"]
+           "read_submission_times", "settle_times", "submission_key", "unmatched_times", "with_times",
+           "SubmissionTimes"]
 
 
 class CollectionError(ValueError):
@@ -358,7 +359,7 @@ def read_submission_times(path: Path, zone: str = "UTC") -> SubmissionTimes:
         if not any(cell.strip() for cell in row):
             continue
         cells = [*row, *[""] * len(header)]
-        key, text = _key(cells[student_at].strip(), cells[assignment_at].strip()), cells[time_at].strip()
+        key, text = submission_key(cells[student_at].strip(), cells[assignment_at].strip()), cells[time_at].strip()
         if not text:
             continue
         if not all(key):
@@ -383,7 +384,7 @@ def _check_zone(zone: str) -> None:
         raise CollectionError(f"unknown time zone {zone!r} (a name such as UTC or Europe/Berlin)") from None
 
 
-def _key(student: str, assignment: str) -> tuple[str, str]:
+def submission_key(student: str, assignment: str) -> tuple[str, str]:
     """A submission as the record names it, in NFC: macOS unpacks ``ë`` as NFD, an LMS's export writes NFC."""
     return unicodedata.normalize("NFC", student), unicodedata.normalize("NFC", assignment)
 
@@ -396,7 +397,7 @@ def settle_times(submissions: list[Submission], record: SubmissionTimes | None) 
     for sub in submissions:
         flags = list(sub.flags)
         if record is not None:
-            stamp = record.times.get(_key(sub.student_id, sub.assignment), (None, 0))[0]
+            stamp = record.times.get(submission_key(sub.student_id, sub.assignment), (None, 0))[0]
             flags = [f for f in flags if f != "bad-timestamp" and not (stamp and f == LMS_LATE)]
             settled.append(replace(sub, timestamp=stamp, flags=tuple(flags if stamp else [*flags, "no-timestamp"])))
         elif sub.timestamp:
@@ -408,7 +409,7 @@ def settle_times(submissions: list[Submission], record: SubmissionTimes | None) 
 
 def unmatched_times(submissions: list[Submission], record: SubmissionTimes) -> list[tuple[str, str, int]]:
     """The record's (student_id, assignment, line) that no submission has (line 0: the download's own time)."""
-    found = {_key(s.student_id, s.assignment) for s in submissions}
+    found = {submission_key(s.student_id, s.assignment) for s in submissions}
     return sorted((*key, line) for key, (_, line) in record.times.items() if key not in found and line)
 
 
@@ -417,7 +418,7 @@ def with_times(record: SubmissionTimes | None, times: dict[tuple[str, str], str]
     """The instructor's ``record`` with the times an LMS download recorded (Blackboard's); the record's win."""
     if not times:
         return record
-    given = {_key(*key): (stamp, 0) for key, stamp in times.items()}
+    given = {submission_key(*key): (stamp, 0) for key, stamp in times.items()}
     return SubmissionTimes(record.source if record else source, {**given, **(record.times if record else {})})
 
 

@@ -39,7 +39,6 @@ import secrets
 import sqlite3
 import sys
 import tempfile
-import unicodedata
 from dataclasses import asdict
 from pathlib import Path
 
@@ -48,7 +47,7 @@ from sqlalchemy.engine import make_url
 
 from .autograded import Recorder, flag_submissions
 from .collection import (MAX_STUDENT_MB, CollectionError, collect, exportable_id, read_submission_times, settle_times,
-                         shown, unmatched_times, with_times)
+                         shown, submission_key, unmatched_times, with_times)
 from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
 from .gradebook import GradebookError, forget_times, has_assignment
 from .lms import MappingError, read_mapping
@@ -165,7 +164,7 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
         subs = settle_times(collected.submissions, record)
         records = ClassRecords(out)
         _say_unmatched(unmatched_times(subs, record) if record else [], record, {s.assignment for s in subs},
-                       {tuple(unicodedata.normalize("NFC", part) for part in key) for key in records.record})
+                       {submission_key(*key) for key in records.record})
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as error:
