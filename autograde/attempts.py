@@ -78,7 +78,13 @@ def _remembered(what: object, exercise: Exercise, case: Case, dims: Dims, seed: 
 
 
 def _expected(exercise: Exercise, case: Case, dims: Dims, seed: int) -> tuple[Call, Any, Outcome]:
-    """The inputs of ``case`` at ``dims`` under ``seed``, the reference's weights, and its outcome on them."""
+    """The inputs of ``case`` at ``dims`` under ``seed``, the reference's weights, and its outcome on them (computed
+    once for a class)."""
+    return _remembered(_compute_expected, exercise, case, dims, seed,
+                       lambda: _compute_expected(exercise, case, dims, seed))
+
+
+def _compute_expected(exercise: Exercise, case: Case, dims: Dims, seed: int) -> tuple[Call, Any, Outcome]:
     gen = torch.Generator().manual_seed(seed)
     call = (case.inputs or exercise.inputs)(gen, dims, case.dtype)
     reference = reference_of(exercise, dims, case.dtype, seed)
@@ -91,8 +97,7 @@ def _expected(exercise: Exercise, case: Case, dims: Dims, seed: int) -> tuple[Ca
 
 def attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, seed: int) -> Failure | None:
     """The candidate on ``case`` at ``dims`` under ``seed``: None if it gives the reference's outcome."""
-    call, weights, expected = _remembered(_expected, exercise, case, dims, seed,
-                                          lambda: _expected(exercise, case, dims, seed))
+    call, weights, expected = _expected(exercise, case, dims, seed)
     try:
         got = candidate.evaluate(exercise, case, call, dims, seed, weights)
         _refuse_changed_inputs(exercise, call, got)
@@ -110,8 +115,7 @@ def attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, se
 def passed(exercise: Exercise, case: Case, dims: Dims, seed: int) -> Failure:
     """``case`` at ``dims`` under ``seed`` as an attempt that gave the reference's outcome (a candidate that passes
     there): a mistake that gives another is not the candidate's."""
-    call, weights, expected = _remembered(_expected, exercise, case, dims, seed,
-                                          lambda: _expected(exercise, case, dims, seed))
+    call, weights, expected = _expected(exercise, case, dims, seed)
     return Failure("", dict(dims), call, weights, expected, expected)
 
 
