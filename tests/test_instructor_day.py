@@ -12,12 +12,12 @@ import zipfile
 from datetime import datetime
 
 import pytest
-from nbgrader.api import Gradebook
 
-from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
+from courses import set_due
+
+from autograde.classroom import solved_notebook, untouched_notebook, write_submission
 from autograde.course import CONFIG_NAME
 from autograde.grade import grade
-from autograde.release import release
 from autograde.report import class_report
 from autograde.sandbox import Limits, sandbox_available
 
@@ -44,15 +44,13 @@ TIMES = {"alice": "2026-12-01 12:00:00", "bob": "2026-12-01 16:40:00", "carol": 
 
 
 @pytest.fixture(scope="module")
-def day(tmp_path_factory):
+def day(tmp_path_factory, released_course):
     """The class graded, then dave graded again from Canvas's download; the course root and what the regrade said."""
     tmp = tmp_path_factory.mktemp("day")
-    root = make_course(tmp / "course", [A])
+    root = released_course(tmp / "course", [A])
     with (root / "autograde" / CONFIG_NAME).open("a") as config:
         config.write(TEN_PERCENT_A_DAY)
-    release([A], root=root)
-    with Gradebook(f"sqlite:///{root}/gradebook.db") as gb:
-        gb.update_or_create_assignment(A, duedate=DUE)
+    set_due(root, A, DUE)
     notebooks = {"alice": solved_notebook(A, root=root), "bob": solved_notebook(A, {"softmax": BROKEN_SOFTMAX}, root),
                  "carol": untouched_notebook(A, root), "dave": solved_notebook(A, root=root),
                  "erin": solved_notebook(A, {"softmax": ENDLESS}, root)}
