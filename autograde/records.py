@@ -19,9 +19,11 @@ __all__ = ["CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD", "ClassRecords
            "write_errors", "as_written"]
 
 CSV_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score", "flags", "cells"]
-CHECK_COLUMNS = ["student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated"]
+CHECK_COLUMNS = ["student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated",
+                 "stopped"]
 """checks.csv: each check of each notebook (its test cell's grade id, the exercise key, visible or hidden), whether it
-passed, the catalogued mistake its failure named (empty: none named), and the forbidden operators that ran."""
+passed, the catalogued mistake its failure named (empty: none named), the forbidden operators that ran, and whether
+it failed because a cell stopped (`autograde.session`; empty in a row graded before this column was written)."""
 ERRORS_LOG = "grader-errors.log"
 RECORD = "grading-record.json"
 RECORD_VERSION = 1
@@ -71,7 +73,7 @@ def _check_rows(row: dict) -> list[dict]:
     for check in row.get("checks", ()):
         values = {"student_id": row["student_id"], "assignment": row["assignment"], **check,
                   "hidden": int(check["hidden"]), "passed": int(check["passed"]), "mistake": check["mistake"] or "",
-                  "delegated": ";".join(check["delegated"])}
+                  "delegated": ";".join(check["delegated"]), "stopped": int(check.get("stopped", False))}
         found.append({k: _cell(values[k]) for k in CHECK_COLUMNS})
     return found
 

@@ -135,7 +135,8 @@ def _outcome(tree: object, blobs: list[bytes], chars: int, n_arguments: int, wat
 @dataclass
 class NotebookResult:
     """Per runnable-or-not cell: ``{"status", "stdout", "error"}``; what to flag; and per check made, what it found
-    (``{"cell", "exercise", "hidden", "passed", "mistake", "delegated"}``: the class report reads them)."""
+    (``{"cell", "exercise", "hidden", "passed", "mistake", "delegated", "stopped"}``: the class report reads them;
+    `_failed_by_a_stop` says which are ``stopped``)."""
 
     results: list[dict]
     flags: set[str] = field(default_factory=set)
@@ -188,8 +189,19 @@ def run_notebook(sandbox: Sandbox, assignment: str, cells: list[GradedCell], lim
         skip.add(culprit)
         if time.monotonic() >= deadline:
             break
+    _failed_by_a_stop(cells, skip, done.checks)
     _cap_output(done.results, limits, done.flags)
     return done
+
+
+def _failed_by_a_stop(cells: list[GradedCell], stopped: set[int], checks: list[dict]) -> None:
+    """Mark ``stopped`` the failed checks a cell that stopped explains: those cut short in a test cell that stopped
+    (`_unfinished_checks_failed`), and those after a student's or setup cell that stopped, which the notebook went on
+    without. After a test cell that stopped, the runner that went on had every cell: those verdicts stand."""
+    dropped = [i for i in stopped if cells[i].kind != "test"]
+    after = {cell.grade_id for cell in cells[min(dropped) + 1:]} if dropped else set()
+    for check in checks:
+        check["stopped"] = check["stopped"] or (not check["passed"] and check["cell"] in after)
 
 
 def _unfinished_checks_failed(cell: GradedCell, done: NotebookResult, finished: int) -> None:
@@ -198,7 +210,7 @@ def _unfinished_checks_failed(cell: GradedCell, done: NotebookResult, finished: 
     if cell.kind == "test":
         for check in parse_test_cell(cell.source)[finished:]:
             done.checks.append({"cell": cell.grade_id, "exercise": check.key, "hidden": check.hidden, "passed": False,
-                                "mistake": None, "delegated": []})
+                                "mistake": None, "delegated": [], "stopped": True})
 
 
 def _run_cell(runner: Runner, index: int, cell: GradedCell, deadline: float, limits: Limits,
@@ -215,7 +227,8 @@ def _run_cell(runner: Runner, index: int, cell: GradedCell, deadline: float, lim
                               seed=seed)
         lines += [p for p in printed if p]
         done.checks.append({"cell": cell.grade_id, "exercise": check.key, "hidden": check.hidden,
-                            "passed": report.passed, "mistake": report.mistake, "delegated": list(report.delegated)})
+                            "passed": report.passed, "mistake": report.mistake, "delegated": list(report.delegated),
+                            "stopped": False})
         if report.delegated:
             done.flags.add("forbidden-call")
             lines.append(delegation_note(report) + "\n")
