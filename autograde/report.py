@@ -30,11 +30,12 @@ __all__ = ["ReportError", "Results", "Row", "Check", "read_results", "class_repo
 PAGE_NAME = "report.html"
 CATALOGUE = "report"  # locales/<language>/LC_MESSAGES/report.po: the page's words
 TIME_FLAGS = ("late", "time-unverified", "no-timestamp", "bad-timestamp", "lms-late")
-# a notebook that stopped in a cell (`autograde.session`): that cell's checks failed with no name, and no catalogue
-# entry would name a hang or a crash
+# a notebook that stopped in a cell (`autograde.session`): a checks.csv graded before its `stopped` column was written
+# says no more than these flags of the row, and the report then counts each unnamed failure of the row as stopped
 STOPPED_FLAGS = ("timeout", "crashed", "memory-limit", "bad-reply")
 GRADES_COLUMNS = ("student_id", "assignment", "notebook", "score", "max_score", "flags")
 CHECKS_COLUMNS = ("student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated")
+CHECKS_LATER = ("stopped",)  # columns a checks.csv from an older grader lacks
 # the English of the message of a check whose function is still the released stub (`autograde.verdict.failure_message`)
 STUB_MESSAGE = "not written yet — it raises NotImplementedError"
 LISTED = 12  # students named in a cell of a table before "and N more"
@@ -77,6 +78,7 @@ class Check:
     passed: bool
     mistake: str  # the catalogued mistake the failure named; "" if none
     delegated: tuple[str, ...]
+    stopped: bool | None = None  # failed because a cell stopped (a hang, a crash); None: not recorded (older grader)
 
 
 @dataclass
@@ -92,8 +94,10 @@ def _unquoted(value: str) -> str:
     return _FORMULA_QUOTE.sub("", value)
 
 
-def _read_csv(path: Path, columns: tuple[str, ...], what: str) -> list[tuple[int, dict[str, str]]]:
-    """Each row of ``path`` (its line number, its values unquoted); ``what`` says which file it should be."""
+def _read_csv(path: Path, columns: tuple[str, ...], what: str,
+              later: tuple[str, ...] = ()) -> list[tuple[int, dict[str, str]]]:
+    """Each row of ``path`` (its line number, its values unquoted); ``what`` says which file it should be. Columns of
+    ``later`` may be missing (a file written before they were): their values are then ``""``."""
     try:
         with path.open(encoding="utf-8-sig", newline="") as f:  # -sig: a file saved again by a spreadsheet
             reader = csv.DictReader(f)
@@ -101,7 +105,7 @@ def _read_csv(path: Path, columns: tuple[str, ...], what: str) -> list[tuple[int
             if missing:
                 raise ReportError(f"{path} lacks the column(s) {', '.join(missing)}: is it the {what} that "
                                   "`python -m autograde grade` writes?")
-            return [(reader.line_num, {k: _unquoted(v or "") for k, v in row.items() if k in columns})
+            return [(reader.line_num, {k: _unquoted(row.get(k) or "") for k in (*columns, *later)})
                     for row in reader]
     except UnicodeDecodeError:
         raise ReportError(f"{path} is not UTF-8 text: is it the {what} that `python -m autograde grade` writes?") \
@@ -152,14 +156,15 @@ def read_results(out: Path) -> Results:
         raise ReportError(f"no checks.csv in {out} beside grades.csv: grade again with this version of "
                           "`python -m autograde grade`, which writes it")
     found = []
-    for line, c in _read_csv(checks, CHECKS_COLUMNS, "checks.csv"):
+    for line, c in _read_csv(checks, CHECKS_COLUMNS, "checks.csv", CHECKS_LATER):
         key = (c["student_id"], c["assignment"])
         if key not in seen:
             raise ReportError(f"{checks} line {line}: {_shown(key[0])}/{key[1]} has no row in grades.csv: the two "
                               "files are not from the same grading run (grade again)")
         found.append(Check(*key, c["cell"], c["exercise"], _flag(checks, line, "hidden", c["hidden"]),
                            _flag(checks, line, "passed", c["passed"]), c["mistake"],
-                           tuple(d for d in c["delegated"].split(";") if d)))
+                           tuple(d for d in c["delegated"].split(";") if d),
+                           _flag(checks, line, "stopped", c["stopped"]) if c["stopped"] else None))
     written = datetime.fromtimestamp(grades.stat().st_mtime, timezone.utc)
     return Results(out, rows, found, written)
 
@@ -275,7 +280,7 @@ class _Exercise:
     named: dict[str, set[str]] = field(default_factory=dict)  # mistake → students
     unnamed: set[str] = field(default_factory=set)  # students whose failures had no name (and who wrote something)
     stubs: set[str] = field(default_factory=set)  # students whose function was still the stub
-    stopped: set[str] = field(default_factory=set)  # students whose notebook stopped (STOPPED_FLAGS), no name
+    stopped: set[str] = field(default_factory=set)  # students whose failures, no name, a cell that stopped explains
     upstream: dict[str, set[str]] = field(default_factory=dict)  # exercise it uses → unnamed students who failed it
 
     @property
@@ -302,7 +307,10 @@ def _exercises(results: Results, notebooks: _Notebooks) -> list[_Exercise]:
         if not c.passed:
             ex.failing.setdefault(c.student, []).append(c)
     failed = {(c.student, c.exercise) for c in results.checks if not c.passed}
-    stopped = {(r.student, r.assignment) for r in results.rows if set(r.flags) & set(STOPPED_FLAGS)}
+    flagged = {(r.student, r.assignment) for r in results.rows if set(r.flags) & set(STOPPED_FLAGS)}
+
+    def stopped(c: Check) -> bool:
+        return (c.student, c.assignment) in flagged if c.stopped is None else c.stopped
     for ex in found.values():
         for student, checks in ex.failing.items():
             names = {c.mistake for c in checks if c.mistake}
@@ -313,7 +321,7 @@ def _exercises(results: Results, notebooks: _Notebooks) -> list[_Exercise]:
             if all(notebooks.is_stub(student, c.assignment, c.cell) for c in checks):
                 ex.stubs.add(student)
                 continue
-            if (student, ex.assignment) in stopped:
+            if all(stopped(c) for c in checks):  # one failure the stop does not explain is the student's own
                 ex.stopped.add(student)
                 continue
             ex.unnamed.add(student)
@@ -622,7 +630,8 @@ class _Page:
         note = _("The share of the checks that passed, visible and hidden. A hidden check runs the visible cases too; "
                  "a cell stops at its first failed check, so a check a notebook never reached is not counted. In the "
                  "table, the students whose failures named a catalogued mistake, had no name, came from a function "
-                 "still the released stub, or from a notebook that stopped (a timeout, a crash).")
+                 "still the released stub, or came from a cell that stopped (a timeout, a crash): the checks it cut "
+                 "short, and those after a cell of the student's code that never finished.")
         visible, hidden, nothing = _("visible checks"), _("hidden checks"), _("No check was made.")
         parts = ['<div class="legend">'
                  f'<span><span class="swatch" style="background:var(--plot-a)"></span>{visible}</span>'
@@ -676,8 +685,9 @@ class _Page:
         _ = self._
         note = _("Exercises where most students who failed got no named mistake: their failures are the ones a new "
                  "catalogue entry (autograde/exercises/) would explain. A student whose function was still the "
-                 "released stub did not try, and one whose notebook stopped (a timeout, a crash) is under Flagged "
-                 "rows: neither is counted. One who also failed an exercise this one calls may have failed it there.")
+                 "released stub did not try, and one whose failures came from a cell that stopped (a timeout, a "
+                 "crash) is under Flagged rows: neither is counted, but their failures elsewhere in the notebook are. "
+                 "One who also failed an exercise this one calls may have failed it there.")
         grow = sorted((e for e in self.exercises if e.unnamed and e.mostly_unnamed),
                       key=lambda e: (-len(e.unnamed), e.key))
         if not grow:

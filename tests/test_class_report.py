@@ -174,6 +174,40 @@ def test_exercises_show_pass_rates_and_where_the_catalogue_should_grow(pages):
     assert "gus" not in grow[0]  # still the stub: did not try (the 1 not written)
 
 
+def _exercise_table(page: str, assignment: str) -> dict[str, dict[str, str]]:
+    """An assignment's table in the Exercises section: exercise → column's label → the cell's text."""
+    part = _section(page, "exercises").split(f"<h3><code>{assignment}</code></h3>", 1)[1].split("<h3>", 1)[0]
+    head, *rows = _rows(part)
+    labels = [_text(h).strip() for h in re.findall(r"<th[^>]*>(.*?)</th>", head, re.S)]
+    cells = [[_text(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)] for row in rows]
+    return {row[0]: dict(zip(labels, row)) for row in cells}
+
+
+@pytest.mark.parametrize("stopped", [None, {"softmax": "0", "attention": "1"}], ids=["older", "per-check"])
+def test_a_check_counts_as_stopped_by_its_own_record_or_by_its_rows_flags_in_an_older_checks_csv(tmp_path, stopped):
+    """ivy failed softmax with no name, then timed out in attention's cells. A checks.csv with the column ``stopped``
+    says which failures the stop explains; one written before it had the column says only that the notebook timed out,
+    and every unnamed failure of ivy's counts as stopped, as it did then."""
+    out = write_results(tmp_path / "out")
+    with (out / "grades.csv").open("a", newline="", encoding="utf-8") as f:
+        csv.DictWriter(f, CSV_COLUMNS).writerow({"student_id": "ivy", "assignment": A, "notebook": A, "score": 3,
+                                                 "max_score": 10.0, "flags": "no-timestamp;timeout", "cells": ""})
+    ivy = [{**c, "stopped": (stopped or {}).get(c["exercise"].split(".")[1], "0")}
+           for c in _checks("ivy", A, {"softmax": (0, 0), "attention": (0, 0), "masked_attention": (1, 1)})]
+    columns = CHECK_COLUMNS if stopped else [c for c in CHECK_COLUMNS if c != "stopped"]
+    with (out / "checks.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, columns, extrasaction="ignore")  # the fixture's rows: "" (before the column)
+        writer.writeheader()
+        writer.writerows([*CHECKS, *ivy])
+    table = _exercise_table(write_report(out).read_text(encoding="utf-8"), A)
+    softmax, attention = table["softmax"], table["attention"]
+    if stopped is None:
+        assert (softmax["no name"], softmax["stopped"]) == ("1", "1")  # dee; ivy, whose notebook timed out
+    else:
+        assert (softmax["no name"], softmax["stopped"]) == ("2", "0")  # dee and ivy: ivy's answer, before the stop
+    assert (attention["no name"], attention["stopped"]) == ("3", "1")  # ben, cy and dee; ivy
+
+
 def test_flagged_late_and_delegated_rows_are_listed_with_links_to_what_exists(pages, results):
     page = pages["en"].read_text(encoding="utf-8")
     flagged = _section(page, "flagged")
@@ -363,11 +397,24 @@ def test_it_reads_well_in_a_browser(browser, pages, language, mode, width):  # n
 
 # ---------------------------------------------------------------------------------------- a real graded class
 
+STOPPING = {  # ch03_masking's answers of two students whose notebooks stop
+    # padding_mask wrong in a way the catalogue does not name, then a shift_right that never returns: its checks hang
+    "wil": {"padding_mask": "def padding_mask(lengths, max_len):\n"
+                            "    return torch.ones(len(lengths), max_len, dtype=torch.bool)",
+            "shift_right": "def shift_right(targets, bos_id):\n    while True:\n        pass"},
+    # attention_mask's cell never finishes: the notebook goes on without it, and its checks find no function
+    "hex": {"attention_mask": "def attention_mask(lengths, max_len, causal=True):\n    return None\n\n"
+                              "while True:\n    pass"},
+}
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, released_course):
-    """A real grading run: two chapters, a solved, a broken, an unwritten, a delegating and a late notebook."""
+    """A real grading run: two chapters, a solved, a broken, an unwritten, a delegating and a late notebook; then a
+    second run into the same OUT, with a short cell timeout, of two notebooks that stop (`STOPPING`)."""
     from autograde.classroom import solved_notebook, untouched_notebook, write_submission
     from autograde.grade import grade
+    from autograde.sandbox import Limits
 
     tmp = tmp_path_factory.mktemp("graded")
     course = released_course(tmp / "course", [A, M], due=[A])
@@ -387,6 +434,10 @@ def graded(tmp_path_factory, released_course):
     (late.parent / "timestamp.txt").write_text("2026-11-25 00:00:00 UTC")
     out = tmp / "out"
     grade(subs, out, jobs=2, root=course, progress=False)
+    stopping = tmp / "stopping"
+    for student, answers in STOPPING.items():
+        write_submission(stopping, student, M, solved_notebook(M, answers, course))
+    grade(stopping, out, jobs=2, root=course, progress=False, limits=Limits(cell_timeout=8))
     return out
 
 
@@ -409,8 +460,7 @@ def test_a_real_graded_class_reports_what_its_checks_found(graded):
     assert (f"{M}.causal_mask", UPPER) in named
     # gus handed the stubs back: counted as not written, not as failures the catalogue should name
     assert "gus" not in _section(page, "unnamed")
-    causal = next(_text(r).split() for r in _rows(_section(page, "exercises")) if ">causal_mask<" in r)
-    assert causal[-1] == "1"
+    assert _exercise_table(page, M)["causal_mask"]["not written"] == "1"
     late = _section(page, "late").split("<h3>Late</h3>")[1].split("<details")[0]
     assert "lu" in _text(late) and "time-unverified" in late and "2026-11-25 00:00:00 UTC" in late
     delegations = _section(page, "delegations")
@@ -422,3 +472,27 @@ def test_a_real_graded_class_reports_what_its_checks_found(graded):
     zh = write_report(graded, graded / "zh.html", "zh_CN").read_text(encoding="utf-8")
     assert "班级报告" in zh and html.escape(translations("zh_CN")[UNSTABLE]) in zh
     assert 'lang="en"' not in zh and "它们以英文显示" not in zh  # every mistake named here has its translation
+
+
+@pytest.mark.slow
+def test_a_failure_before_the_cell_where_a_notebook_stopped_is_where_the_catalogue_should_grow(graded):
+    """Only the failures a cell that stopped explains count as stopped: wil's unnamed padding_mask, graded before
+    shift_right hung, is a failure the catalogue should name; shift_right's hung checks and hex's attention_mask,
+    whose cell never finished, are not."""
+    with (graded / "checks.csv").open(encoding="utf-8") as f:
+        checks = [c for c in csv.DictReader(f) if c["passed"] == "0" and not c["mistake"]]
+    stopped = {(c["student_id"], c["exercise"], c["hidden"]) for c in checks if c["stopped"] == "1"}
+    assert stopped == {(s, f"{M}.{e}", h) for s, e in (("wil", "shift_right"), ("hex", "attention_mask"))
+                       for h in "01"}
+    wrong = {c["hidden"] for c in checks if (c["student_id"], c["exercise"]) == ("wil", f"{M}.padding_mask")}
+    assert wrong == {"0", "1"}  # failed, no name, not stopped
+    page = write_report(graded).read_text(encoding="utf-8")
+    table = _exercise_table(page, M)
+    assert (table["padding_mask"]["no name"], table["padding_mask"]["stopped"]) == ("1", "0")
+    assert (table["shift_right"]["no name"], table["shift_right"]["stopped"]) == ("0", "1")
+    assert table["attention_mask"]["stopped"] == "1"
+    grow = {_text(r).split()[0]: _text(r) for r in _rows(_section(page, "unnamed"))[1:]}
+    assert "wil" in grow[f"{M}.padding_mask"].split()
+    assert f"{M}.shift_right" not in grow and "hex" not in _text(_section(page, "unnamed"))
+    flagged = _text(_section(page, "flagged"))
+    assert "wil" in flagged and "hex" in flagged and "timeout" in flagged
