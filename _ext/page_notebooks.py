@@ -3,7 +3,7 @@ from the page's catalogue, its code and outputs as they are.
 
 Sphinx translates a page's doctree, and what the site shows is HTML; a notebook opened by a launch button
 (Binder, Colab, JupyterHub) or downloaded is the page's source, in the sources' language. This module
-translates that source with the translator of the exercise notebooks (`autograde.markdown_translation`),
+translates that source with the translator of the exercise notebooks (`editions.markdown`),
 given myst-parser's own parser: its blocks, directives included, are the messages the gettext builder
 extracts. _ext/book_site.py writes the editions' notebooks and ``.md`` downloads with it.
 """
@@ -17,7 +17,7 @@ from markdown_it.renderer import RendererHTML
 from myst_parser.config.main import MdParserConfig
 from myst_parser.parsers.mdit import create_md_parser
 
-from autograde.markdown_translation import Translate, translate_markdown
+from editions.markdown import Translate, translate_markdown
 
 __all__ = ["markdown_parser", "translate_markdown", "translate_notebook"]
 

@@ -46,7 +46,7 @@ from sphinx.util import logging
 from sphinx.util.i18n import CatalogInfo, docname_to_domain
 from sphinx.util.nodes import extract_messages
 
-from autograde.markdown_translation import has_words
+from editions.markdown import has_words
 from languages import editions
 
 __all__ = ["N_", "SITE_CATALOGUE", "TEXTS", "_", "has_words", "page_translator", "setup"]

@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .course import assignment_ids
+from editions.assignments import assignment_ids
 from .classroom import make_class, make_course
 from .grade import grade
 from .release import release

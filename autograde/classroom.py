@@ -11,7 +11,8 @@ from pathlib import Path
 
 import nbformat
 
-from .course import CONFIG_NAME, ROOT, SOLUTIONS, released_notebook
+from editions.assignments import ROOT, SOLUTIONS, released_notebook
+from .course import CONFIG_NAME
 from .release import source_notebook
 
 __all__ = ["make_course", "solved_notebook", "untouched_notebook", "write_submission", "make_class"]

@@ -1,8 +1,5 @@
-"""Where things are: the course root, the assignments (found by folder), the nbgrader config.
-
-A course root holds ``solutions/<id>/<id>.md`` (an assignment: MyST markdown with nbgrader
-metadata; nothing else registers it) and ``autograde/nbgrader_config.py`` (the course's nbgrader
-settings). The repository is one; a test or a deployment may make others.
+"""The course's nbgrader settings: ``autograde/nbgrader_config.py`` under a course root (the assignments and
+their notebooks are found by `editions.assignments`), and what Jupyter's config path adds for a deployment.
 """
 from __future__ import annotations
 
@@ -14,34 +11,11 @@ from jupyter_core.paths import jupyter_config_path
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-__all__ = ["ROOT", "SOLUTIONS", "CONFIG_NAME", "assignment_ids", "source_markdown", "released_notebook",
-           "translated_notebook", "default_root", "nbgrader_config", "tools_on_path"]
+from editions.assignments import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-SOLUTIONS = ROOT / "solutions"
+__all__ = ["CONFIG_NAME", "default_root", "nbgrader_config", "tools_on_path"]
+
 CONFIG_NAME = "nbgrader_config.py"
-
-
-def assignment_ids(solutions: Path = SOLUTIONS) -> list[str]:
-    """Every ``solutions/<id>/<id>.md``, sorted by id."""
-    return sorted(p.parent.name for p in solutions.glob("*/*.md") if p.stem == p.parent.name)
-
-
-def source_markdown(assignment: str, solutions: Path = SOLUTIONS) -> Path:
-    path = solutions / assignment / f"{assignment}.md"
-    if not path.is_file():
-        raise ValueError(f"no assignment {assignment!r}: {path} does not exist (have {assignment_ids(solutions)})")
-    return path
-
-
-def released_notebook(assignment: str, root: Path = ROOT) -> Path:
-    """Where nbgrader writes the student version: ``release/<id>/<id>.ipynb``."""
-    return root / "release" / assignment / f"{assignment}.ipynb"
-
-
-def translated_notebook(assignment: str, language: str, root: Path = ROOT) -> Path:
-    """Where release writes the student version in another language: ``release/<language>/<id>/<id>.ipynb``."""
-    return root / "release" / language / assignment / f"{assignment}.ipynb"
 
 
 def _deployment_config() -> Config:

@@ -20,9 +20,10 @@ from nbconvert.exporters import TemplateExporter
 from nbconvert.filters import strip_ansi
 from traitlets import default
 
+from editions.notebooks import translate_cell
+
 from .messages import METADATA, _, language, notebook_language, prose_translations, speaking
 from .notebook import is_widget
-from .notebook_translation import translate_cell
 
 __all__ = ["FeedbackExporter", "TEMPLATES", "GRADER_NOTE", "feedback_path", "feedback_html", "write_feedback"]
 

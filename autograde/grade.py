@@ -45,10 +45,12 @@ from pathlib import Path
 import nbformat
 from sqlalchemy.engine import make_url
 
+from editions.assignments import ROOT, assignment_ids, released_notebook
+
 from .autograded import Recorder, flag_submissions
 from .collection import (MAX_STUDENT_MB, CollectionError, collect, exportable_id, read_submission_times, settle_times,
                          shown, submission_key, unmatched_times, with_times)
-from .course import ROOT, assignment_ids, nbgrader_config, released_notebook
+from .course import nbgrader_config
 from .gradebook import GradebookError, forget_times, has_assignment
 from .lms import MappingError, read_mapping
 from .notebook import merge, solution_sources

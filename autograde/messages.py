@@ -89,7 +89,7 @@ def _(message: str) -> str:
 
 
 def prose_translations(assignment: str) -> dict[str, str]:
-    """The translations of ``assignment``'s notebook prose in the language in use (`autograde.notebook_translation`)."""
+    """The translations of ``assignment``'s notebook prose in the language in use (`editions.notebooks`)."""
     name = language()
     return {} if name == ENGLISH else translations(name, f"notebooks/{assignment}")
 
@@ -183,3 +183,12 @@ def template() -> Any:
         if message not in catalogue:
             catalogue.add(message, auto_comments=[where])
     return catalogue
+
+
+if __name__ == "__main__":  # python -m autograde.messages OUT.pot: the template, for the book's translators
+    import sys
+
+    from babel.messages.pofile import write_po
+
+    with open(sys.argv[1], "wb") as out:
+        write_po(out, template(), no_location=True)

@@ -12,11 +12,12 @@ from pathlib import Path
 import jupytext
 import nbformat
 
+from editions.assignments import ROOT, SOLUTIONS, assignment_ids, released_notebook, source_markdown, translated_notebook
+from editions.notebooks import catalogue_path, languages, read_translations, translate_notebook
+
 from .testcells import GradedCellError, parse_test_cell
-from .course import (ROOT, SOLUTIONS, assignment_ids, nbgrader_config, released_notebook, source_markdown, tools_on_path,
-                     translated_notebook)
+from .course import nbgrader_config, tools_on_path
 from .messages import mark_notebook
-from .notebook_translation import catalogue_path, languages, read_translations, translate_notebook
 
 __all__ = ["source_notebook", "release"]
 

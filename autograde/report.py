@@ -21,8 +21,9 @@ from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 
+from editions.assignments import ROOT
+
 from .collection import shown as _shown
-from .course import ROOT
 
 __all__ = ["ReportError", "Results", "Row", "Check", "read_results", "class_report", "write_report", "languages",
            "CATALOGUE", "TIME_FLAGS", "PAGE_NAME"]

@@ -16,8 +16,9 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from editions.assignments import ROOT
+
 from .audit import MAX_AUDITED_CHARS
-from .course import ROOT
 
 __all__ = ["fingerprints", "similarity_flags", "similar_to", "is_similarity", "K", "WINDOW", "MIN_FINGERPRINTS", "OVERLAP",
            "MARGIN", "MAX_LINE_CHARS"]

@@ -28,9 +28,11 @@ from pathlib import Path
 
 import nbformat
 
+from editions.assignments import released_notebook
+
 from .audit import audit
 from .autograded import Recorder, stage_files, write_executed
-from .course import nbgrader_config, released_notebook
+from .course import nbgrader_config
 from .exercises import chapter_ids, exercises_of
 from .feedback import write_feedback
 from .isolation import PR_SET_PDEATHSIG

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,9 +36,8 @@ from babel.messages.pofile import write_po
 from jupyter_book.sphinx import build_sphinx
 from sphinx_intl.basic import update
 
-from autograde import messages
-from autograde.course import assignment_ids, released_notebook, source_markdown
-from autograde.notebook_translation import CATALOGUES, template
+from editions.assignments import assignment_ids, released_notebook, source_markdown
+from editions.notebooks import CATALOGUES, template
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG, TOC = ROOT / "_config.yml", ROOT / "_toc.yml"
@@ -120,11 +120,11 @@ def update_notebooks(build_dir: Path) -> int:
 
 
 def extract_feedback(pot_dir: Path) -> Path:
-    """The message template of what the checks say: ``pot_dir/feedback.pot`` (`autograde.messages.template`)."""
-    path = pot_dir / f"{messages.DOMAIN}.pot"
+    """The message template of what the checks say: ``pot_dir/feedback.pot``, written by the grader's
+    `autograde.messages` (the book's build runs the grader, never imports it)."""
+    path = pot_dir / "feedback.pot"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as file:
-        write_po(file, messages.template(), no_location=True)
+    subprocess.run([sys.executable, "-m", "autograde.messages", str(path)], cwd=ROOT, check=True)
     return path
 
 

@@ -24,8 +24,8 @@ import yaml
 from babel.messages.pofile import read_po
 from sphinx_intl.basic import update
 
-from autograde.course import assignment_ids
-from autograde.notebook_translation import CATALOGUES
+from editions.assignments import assignment_ids
+from editions.notebooks import CATALOGUES
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCALES = ROOT / "locales"

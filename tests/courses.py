@@ -17,8 +17,9 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 
 from autograde.classroom import make_course
-from autograde.course import CONFIG_NAME, ROOT
-from autograde.notebook_translation import CATALOGUES
+from editions.assignments import ROOT
+from autograde.course import CONFIG_NAME
+from editions.notebooks import CATALOGUES
 from autograde.release import release
 
 __all__ = ["DUE", "LANGUAGE", "new_course", "set_due", "ReleasedCourses", "run_cli"]

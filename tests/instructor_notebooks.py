@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import jupytext
 
-from autograde.course import source_markdown
+from editions.assignments import source_markdown
 
 
 def solution_namespace(assignment: str) -> dict:

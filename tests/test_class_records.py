@@ -16,7 +16,8 @@ from trusting_pool import TrustingPool
 from autograde.__main__ import main
 from autograde.autograded import Recorder
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
-from autograde.course import CONFIG_NAME, ROOT, nbgrader_config, released_notebook
+from editions.assignments import ROOT, released_notebook
+from autograde.course import CONFIG_NAME, nbgrader_config
 from autograde.grade import RECORD, before_grading, grade, summary
 from autograde.notebook import load_notebook, merge
 from autograde.release import source_notebook

@@ -18,7 +18,7 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from autograde.__main__ import main
 from autograde.spec import get_exercise
-from autograde.course import ROOT
+from editions.assignments import ROOT
 from autograde.grade import CHECK_COLUMNS, CSV_COLUMNS
 from autograde.messages import translations
 from autograde.report import CATALOGUE, STUB_MESSAGE, ReportError, languages, write_report

@@ -13,7 +13,7 @@ from torch import nn
 import tfm_ref
 from autograde import check
 from autograde.checking import CheckFailed
-from autograde.course import source_markdown
+from editions.assignments import source_markdown
 from autograde.exercises import ch10_capstone as chapter
 from autograde.exercises.ch08_encoder_decoder import _greedy_variant
 from exercise_proofs import assert_named_in_both_languages

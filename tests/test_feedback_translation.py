@@ -188,7 +188,7 @@ def test_the_passed_line_and_a_shape_message_speak_chinese(capsys):
 def _chinese_with(root: Path, answers: dict[str, str]) -> nbformat.NotebookNode:
     """The Chinese notebook with the instructor's solutions, or ``answers[grade_id]`` where given."""
     from autograde.classroom import solved_notebook
-    from autograde.course import translated_notebook
+    from editions.assignments import translated_notebook
 
     solved = {c.metadata.nbgrader.grade_id: c.source for c in solved_notebook(A, answers, root).cells
               if c.metadata.get("nbgrader", {}).get("solution")}
@@ -208,7 +208,7 @@ def course(tmp_path_factory, released_course):
 def test_nbgrader_validate_of_a_chinese_notebook_speaks_chinese(course, monkeypatch):
     from student_validation import validate
 
-    from autograde.course import translated_notebook
+    from editions.assignments import translated_notebook
 
     monkeypatch.delenv(ENVIRONMENT, raising=False)  # the notebook's own setup cell sets it
     folder = translated_notebook(A, LANGUAGE, course).parent

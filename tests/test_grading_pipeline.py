@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
-from autograde.course import assignment_ids
+from editions.assignments import assignment_ids
 from autograde.feedback import feedback_path
 from autograde.grade import grade
 from autograde.release import release

@@ -31,7 +31,8 @@ import pytest
 import requests
 
 from autograde.classroom import solved_notebook
-from autograde.course import ROOT, nbgrader_config
+from editions.assignments import ROOT
+from autograde.course import nbgrader_config
 
 A = "ch01_attention"
 DEPLOY = ROOT / "deploy" / "jupyterhub"

@@ -25,7 +25,7 @@ from kubespawner import KubeSpawner
 from traitlets.config import Config
 
 from autograde.collection import read_submission_times
-from autograde.course import ROOT
+from editions.assignments import ROOT
 
 HERE = ROOT / "deploy" / "kubernetes"
 VALUES = yaml.safe_load((HERE / "values.yaml").read_text())
@@ -265,7 +265,7 @@ def _imported_by_notebooks() -> set[str]:
 def _course_modules() -> set[str]:
     """Every module of the course's packages (the grader's too), by its dotted name."""
     names = set()
-    for package in ("tfm_ref", "tfm_lab", "tfm_widgets", "autograde"):
+    for package in ("tfm_ref", "tfm_lab", "tfm_widgets", "editions", "autograde"):
         for path in (ROOT / package).rglob("*.py"):
             parts = path.relative_to(ROOT).with_suffix("").parts
             if parts[-1] not in ("__main__", "nbgrader_config"):  # a CLI; a file traitlets runs

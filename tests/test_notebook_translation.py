@@ -1,4 +1,4 @@
-"""autograde/notebook_translation.py: the prose of an exercise notebook as messages, block by block, and the
+"""editions/notebooks.py: the prose of an exercise notebook as messages, block by block, and the
 notebook translated from them — code, math and nbgrader's metadata untouched, the checksums of the locked
 cells right — on a small notebook; and the course's catalogues keep what a translation must keep."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from markdown_it import MarkdownIt
 from nbgrader.utils import compute_checksum
 
-from autograde.course import ROOT
-from autograde.notebook_translation import CATALOGUES, messages, read_translations, template, translate_notebook
+from editions.assignments import ROOT
+from editions.notebooks import CATALOGUES, messages, read_translations, template, translate_notebook
 
 INTRO = """# Chapter 1 exercises — attention
 
@@ -157,17 +157,17 @@ def test_every_translation_keeps_the_code_math_numbers_and_emphasis_of_its_engli
 
 
 def test_a_text_without_words_is_no_message():
-    from autograde.markdown_translation import has_words
+    from editions.markdown import has_words
 
     assert not any(has_words(text) for text in ("`softmax`", "$QK^\\top$", "<br>", "3.", "— 1 —"))
     assert all(has_words(text) for text in ("a `mask` of", "$x$ is", "<b>Hint</b>"))
     assert "1" not in messages(_notebook()) and "`softmax`" not in messages(_notebook())
 
 
-def test_the_grader_imports_no_book_build():
+def test_the_notebook_translator_imports_no_book_build():
     import subprocess
     import sys
 
-    script = ("import sys, autograde.notebook_translation; "
+    script = ("import sys, editions.notebooks; "
               "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sphinx', 'myst_parser', 'page_notebooks')))")
     assert subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout == "[]\n"

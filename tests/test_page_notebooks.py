@@ -126,13 +126,13 @@ def test_a_notebook_keeps_its_code_outputs_and_metadata():
 
 
 def test_a_page_and_an_exercise_notebook_share_one_translator():
-    from autograde import markdown_translation
+    from editions import markdown
 
-    assert translate_markdown is markdown_translation.translate_markdown
+    assert translate_markdown is markdown.translate_markdown
 
 
 def test_a_directive_is_a_directive_on_a_page_and_code_in_jupyterlab():
-    from autograde.markdown_translation import JUPYTER
+    from editions.markdown import JUPYTER
 
     fence = "```{admonition} Erratum — a box\nA boxed text,\non two lines.\n```"
     assert translate_markdown(fence, _translate, PARSER) == "```{admonition} 勘误 — 一个框\n框中的文字。\n```"

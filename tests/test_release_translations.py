@@ -1,5 +1,5 @@
 """`python -m autograde release` writes each chapter's exercise notebook in Chinese too, from its catalogue
-(autograde/release.py with autograde/notebook_translation.py), and the grader and `nbgrader validate`
+(autograde/release.py with editions/notebooks.py), and the grader and `nbgrader validate`
 take a Chinese notebook as they take the English one — every chapter, in a course root of its own."""
 import logging
 import re
@@ -12,10 +12,10 @@ from courses import LANGUAGE, new_course
 from student_validation import validate
 
 from autograde.classroom import solved_notebook, write_submission
-from autograde.course import assignment_ids, released_notebook, translated_notebook
+from editions.assignments import assignment_ids, released_notebook, translated_notebook
 from autograde.grade import grade
 from autograde.messages import setup_line
-from autograde.notebook_translation import catalogue_path
+from editions.notebooks import catalogue_path
 from autograde.release import STUDENT_CONFIG, release
 
 pytestmark = pytest.mark.slow

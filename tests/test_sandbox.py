@@ -8,7 +8,7 @@ import time
 import pytest
 
 from autograde.channel import ChannelClosed
-from autograde.course import ROOT
+from editions.assignments import ROOT
 from autograde.sandbox import Limits, Sandbox, sandbox_available
 from autograde.messages import ENGLISH, ENVIRONMENT, _, speaking
 from autograde.zygote import ENV

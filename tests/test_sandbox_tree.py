@@ -12,7 +12,7 @@ import pytest
 import tfm_ref
 from autograde import check, sandbox_tree
 from autograde.checking import CheckFailed
-from autograde.course import source_markdown
+from editions.assignments import source_markdown
 from autograde.exercises import chapter_ids, load_all
 
 CHAPTERS = {chapter.__name__.rsplit(".", 1)[-1]: chapter for chapter in load_all()}

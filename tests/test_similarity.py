@@ -76,7 +76,7 @@ def test_a_likeness_that_the_instructors_own_solution_shares_is_not_evidence():
     import nbformat
 
     from autograde.notebook import solution_sources
-    from autograde.course import ROOT
+    from editions.assignments import ROOT
     from autograde.release import source_notebook
 
     cell = ("ch08_encoder_decoder", "greedy")

@@ -7,7 +7,7 @@ import pytest
 from student_validation import validate
 
 from autograde.classroom import solved_notebook, write_submission
-from autograde.course import released_notebook
+from editions.assignments import released_notebook
 
 pytestmark = pytest.mark.slow
 

@@ -155,7 +155,7 @@ def test_bad_task_arguments_raise_value_errors(dates):
 def test_the_capstone_recipe_s_draws_repeat_as_rarely_as_its_text_says(dates):
     """The capstone notebook says its 800 batches of 128 (seed 0, as the run draws them) come from the training days
     written in every format and repeat an earlier draw only 3 % of the time: counted here, draw by draw."""
-    from autograde.course import source_markdown
+    from editions.assignments import source_markdown
 
     text = " ".join(source_markdown("ch10_capstone").read_text(encoding="utf-8").split())
     seen, repeats = set(), 0

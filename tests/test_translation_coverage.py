@@ -19,8 +19,8 @@ import pytest
 from sphinx.application import Sphinx
 from sphinx.util.docutils import docutils_namespace
 
-from autograde.course import assignment_ids
-from autograde.notebook_translation import CATALOGUES, read_translations, translate_notebook
+from editions.assignments import assignment_ids
+from editions.notebooks import CATALOGUES, read_translations, translate_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "_build" / ".jupyter_cache"
@@ -159,3 +159,13 @@ def test_a_changed_notebook_paragraph_becomes_fuzzy_alone_and_is_not_released_un
     updated = tmp_path / "after" / "zh_CN" / "LC_MESSAGES" / CATALOGUES / "ex.po"
     with pytest.raises(ValueError, match="1 messages have no translation, e.g. 'Attention averages the values.'"):
         translate_notebook(changed, read_translations(updated))
+
+
+def test_the_book_build_takes_the_checks_message_template_from_the_grader_s_command(tmp_path):
+    from babel.messages.pofile import read_po
+
+    from autograde import messages
+
+    with build.extract_feedback(tmp_path).open("rb") as written:
+        extracted = {m.id for m in read_po(written) if m.id}
+    assert extracted and extracted == {m.id for m in messages.template() if m.id}

@@ -20,7 +20,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from tiny_models import tiny_date_model
 
-from autograde.course import assignment_ids, source_markdown
+from editions.assignments import assignment_ids, source_markdown
 from tfm_ref.multihead import MultiHeadAttention
 from tfm_widgets import alignment
 

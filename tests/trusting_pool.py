@@ -7,7 +7,8 @@ from pathlib import Path
 import nbformat
 
 from autograde.autograded import Recorder
-from autograde.course import nbgrader_config, released_notebook
+from editions.assignments import released_notebook
+from autograde.course import nbgrader_config
 from autograde.notebook import merge
 from autograde.release import source_notebook
 from autograde.slot import graded_row

@@ -2,7 +2,8 @@
 # The students' and instructors' Python environment, as the single-user image has it (Dockerfile), into the
 # virtual environment at $1, from the checkout this script lies in: PyTorch first ($TORCH, from
 # $TORCH_INDEX when set: the image uses PyTorch's CPU index), then requirements.txt but its editable line,
-# then the course's packages with every extra. Nothing of solutions/ is installed: only tfm_ref, tfm_lab, tfm_widgets and autograde.
+# then the course's packages with every extra. Nothing of solutions/ is installed: only tfm_ref, tfm_lab,
+# tfm_widgets, editions and autograde.
 set -eu
 venv=$1
 checkout=$(cd "$(dirname "$0")/../.." && pwd)

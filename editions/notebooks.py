@@ -1,6 +1,6 @@
 """The exercise notebooks in other languages: their prose as gettext messages, and the notebook translated.
 
-The messages are those of the markdown cells as JupyterLab renders them (`autograde.markdown_translation`);
+The messages are those of the markdown cells as JupyterLab renders them (`editions.markdown`);
 answer cells have none. A translation keeps each cell's id and metadata, the locked cells' checksums computed
 again (docs/chinese-edition.md).
 """
@@ -13,7 +13,7 @@ import nbformat
 from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po
 
-from . import markdown_translation as markdown
+from . import markdown
 
 __all__ = ["CATALOGUES", "catalogue_path", "languages", "messages", "template", "read_translations",
            "translate_notebook", "translate_cell"]
