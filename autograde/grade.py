@@ -29,7 +29,8 @@ the instructor's ``submitted_at`` file gives (an LMS export: `autograde.collecti
 the download's names (Blackboard's attempt), else from the student's own ``timestamp.txt``, flagged
 ``time-unverified`` (`autograde.collection.settle_times`). Every
 submission gets a row scored against the assignment's real maximum, whatever it holds; if the
-gradebook cannot be opened or the sandbox cannot start at all, nothing is graded and
+gradebook cannot be opened (or is a new SQLite file for a class graded into another), or the sandbox cannot start
+at all, nothing is graded and
 `GradingError` says why.
 """
 from __future__ import annotations
@@ -92,6 +93,20 @@ def _keep_a_copy(db_url: str) -> None:
                 source.backup(copy)
         finally:
             source.close()
+
+
+def _same_gradebook(db_url: str, records: ClassRecords) -> None:
+    """Refuse a SQLite gradebook that does not exist yet for a class graded before: the class's scores, and those
+    given by hand in formgrader, are in another one (a ``--db`` forgotten, a PostgreSQL gradebook the config does
+    not name), and a run here would rewrite its rows and pages without them."""
+    url = make_url(db_url)
+    if url.get_backend_name() != "sqlite" or not url.database or Path(url.database).is_file():
+        return
+    if before := sum(exportable_id(row.get("student_id") or "") for row in records.grades):
+        raise GradingError(f"{records.out / 'grades.csv'} holds {_count(before, 'row')} graded into a gradebook, but "
+                           f"{db_url} does not exist: grade with the --db they were graded with, or name that "
+                           "gradebook in autograde/nbgrader_config.py (c.CourseDirectory.db_url); to start the class "
+                           "over, move grades.csv away")
 
 
 def _writable(out: Path) -> None:
@@ -165,6 +180,7 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
         record = with_times(record, collected.times, str(submissions))
         subs = settle_times(collected.submissions, record)
         records = ClassRecords(out)
+        _same_gradebook(db_url, records)
         _say_unmatched(unmatched_times(subs, record) if record else [], record, {s.assignment for s in subs},
                        {submission_key(*key) for key in records.record})
         try:
@@ -259,6 +275,10 @@ def before_grading(root: Path, db: str | None, out: Path, limits: Limits) -> lis
     that the nbgrader config's ``c.Execute.timeout`` (nbgrader's kernel's) is not the cell timeout."""
     config = nbgrader_config(db, root)
     notes = []
+    configured = nbgrader_config(None, root).CourseDirectory.db_url
+    if db is not None and db != configured:
+        notes.append(f"note: formgrader and nbgrader's commands without --db read {configured}, not {db}: to see "
+                     "this run there, name it in autograde/nbgrader_config.py (c.CourseDirectory.db_url)")
     if out.resolve() != root.resolve() and db is None:
         notes.append(f"note: --out {out} receives the files; the scores go to the course's gradebook, "
                      f"{config.CourseDirectory.db_url}, as always (--db names another)")

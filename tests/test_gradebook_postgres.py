@@ -1,5 +1,7 @@
 """The gradebook on a real PostgreSQL server: release, grade and ``nbgrader export`` with
-``--db postgresql://…``; and a gradebook that cannot be reached grades nothing, in one line.
+``--db postgresql://…``; and a gradebook that cannot be reached grades nothing, in one line. A class graded with
+``--db`` is not graded again into a new SQLite gradebook (a ``--db`` forgotten), and a ``--db`` the config does
+not name is said to be invisible to formgrader (which reads only the config).
 
 The server is Debian's (``make test`` installs the ``postgresql`` package): a throwaway cluster
 in a temporary folder, reached on a unix socket there only, run as the ``postgres`` user when
@@ -16,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
+from autograde.grade import GradingError, before_grading, grade
+from autograde.sandbox import Limits
 
 A = "ch01_attention"
 NBGRADER = str(Path(sys.executable).parent / "nbgrader")
@@ -82,6 +86,33 @@ def test_release_grade_and_export_with_a_postgresql_gradebook(postgres_url, tmp_
         scores = {row["student_id"]: (float(row["score"]), float(row["max_score"])) for row in csv.DictReader(f)}
     assert scores == {"solved": (10.0, 10.0), "untouched": (0.0, 10.0)}
     assert not (course / "gradebook.db").exists()  # nothing went to nbgrader's default SQLite file
+    # graded again without --db: refused, in one line, before anything is written
+    rows = (course / "grades.csv").read_bytes()
+    again = _autograde(course, "grade", "submitted")
+    assert again.returncode == 2 and "does not exist: grade with the --db" in again.stderr, again.stderr[-3000:]
+    assert "Traceback" not in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    assert (course / "grades.csv").read_bytes() == rows and not (course / "gradebook.db").exists()
+
+
+def test_grading_with_a_db_the_config_does_not_name_says_formgrader_will_not_see_it(tmp_path):
+    course = make_course(tmp_path / "course", [A])
+    url = "postgresql://grader@/course?host=/run/postgresql"
+    notes = before_grading(course, url, course, Limits())
+    assert any("formgrader" in note and url in note and f"sqlite:///{course}/gradebook.db" in note for note in notes)
+    with (course / "autograde" / "nbgrader_config.py").open("a") as config:
+        config.write(f"\nc.CourseDirectory.db_url = {url!r}\n")
+    assert before_grading(course, url, course, Limits()) == before_grading(course, None, course, Limits()) == []
+
+
+def test_a_class_graded_into_another_gradebook_is_not_graded_into_a_new_one(tmp_path):
+    course = make_course(tmp_path / "course", [A])
+    write_submission(tmp_path / "again", "solved", A, "{}")
+    graded_before = f"student_id,assignment,notebook,score,max_score,flags,cells\nsolved,{A},{A},7.0,10.0,,softmax_visible=1\n"
+    (course / "grades.csv").write_text(graded_before)
+    with pytest.raises(GradingError, match=r"grades.csv holds 1 row graded into a gradebook, but sqlite:///"):
+        grade(tmp_path / "again", root=course, progress=False)
+    assert (course / "grades.csv").read_text() == graded_before
+    assert sorted(p.name for p in course.iterdir()) == ["autograde", "grades.csv", "nbgrader_config.py", "solutions"]
 
 
 @pytest.mark.slow
