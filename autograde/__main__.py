@@ -1,4 +1,4 @@
-"""``python -m autograde``: release | grade | bench | audit (the instructor's commands)."""
+"""``python -m autograde``: release | grade | report | bench | audit (the instructor's commands)."""
 from __future__ import annotations
 
 import argparse
