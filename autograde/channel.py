@@ -7,14 +7,13 @@ grader tells a hung cell from a crash or a forgery.
 """
 from __future__ import annotations
 
-import _socket
 import json
 import select
 import socket
 import struct
 import time
 
-__all__ = ["Channel", "ChannelError", "ChannelClosed", "ChannelTimeout", "BadMessage", "MAX_MESSAGE"]
+__all__ = ["Channel", "ChannelError", "ChannelClosed", "ChannelTimeout", "BadMessage"]
 
 MAGIC = b"AGW1"
 _HEAD = struct.Struct(">4sII")
@@ -42,35 +41,6 @@ class BadMessage(ChannelError):
     """A malformed, oversized, unexpected or unsolicited message."""
 
 
-# Bound as this module loads, before a student's code runs beside it: json's encoder is looked up at every call in
-# module and class attributes a cell may replace (json.dumps, JSONEncoder.iterencode).
-_quote, _float_repr, _int_repr, type = json.encoder.encode_basestring_ascii, float.__repr__, int.__repr__, type  # noqa: A001
-# and the socket's own methods and the clock, for the same reason (socket.socket is a Python class a cell can extend)
-_sendall, _settimeout, _monotonic = _socket.socket.sendall, _socket.socket.settimeout, time.monotonic
-_SPECIAL_FLOATS = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # as json.dumps writes them
-
-
-def _json(value: object) -> str:
-    """``value`` (a header: dicts with str keys, lists, str, int, float, bool, None) as compact JSON."""
-    kind = type(value)
-    if value is None:
-        return "null"
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int:
-        return _int_repr(value)
-    if kind is float:
-        text = _float_repr(value)
-        return _SPECIAL_FLOATS.get(text, text)
-    if kind is str:
-        return _quote(value)
-    if kind is list or kind is tuple:
-        return "[" + ",".join([_json(item) for item in value]) + "]"
-    if kind is dict:
-        return "{" + ",".join([_quote(key) + ":" + _json(item) for key, item in value.items()]) + "}"
-    raise TypeError(f"a message header cannot hold a {kind.__name__}")
-
-
 def _encodable(value: object) -> object:
     """``value`` with every string one that UTF-8 can encode. A JSON escape can make a lone surrogate
     (``"\\ud800"``, printed by the student's code), which the notebook file, the feedback page and the
@@ -91,13 +61,13 @@ class Channel:
         self.sock, self.max_bytes = sock, max_bytes
 
     def send(self, header: dict, blobs: list[bytes] | tuple[bytes, ...] = (), deadline: float | None = None) -> None:
-        body = _json(header).encode()
+        body = json.dumps(header, separators=(",", ":")).encode()
         parts = [_HEAD.pack(MAGIC, len(body), len(blobs)), body]
         for blob in blobs:
             parts += [_BLOB.pack(len(blob)), blob]
         self._timeout(deadline)
         try:
-            _sendall(self.sock, b"".join(parts))
+            self.sock.sendall(b"".join(parts))
         except TimeoutError as error:
             raise ChannelTimeout("the other side stopped reading") from error
         except OSError as error:
@@ -146,12 +116,12 @@ class Channel:
 
     def _timeout(self, deadline: float | None) -> None:
         if deadline is None:
-            _settimeout(self.sock, None)
+            self.sock.settimeout(None)
             return
-        remaining = deadline - _monotonic()
+        remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise ChannelTimeout("the deadline passed")
-        _settimeout(self.sock, remaining)
+        self.sock.settimeout(remaining)
 
     def _read(self, size: int, deadline: float | None) -> bytes:
         buffer = bytearray(size)
