@@ -18,7 +18,6 @@ import ctypes
 import functools
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -32,6 +31,7 @@ from editions.assignments import released_notebook
 
 from .audit import audit
 from .autograded import Recorder, stage_files, write_executed
+from .collection import exportable_id
 from .course import nbgrader_config
 from .exercises import chapter_ids, exercises_of
 from .feedback import write_feedback
@@ -108,12 +108,6 @@ class SlotGrader:
                               run.checks)
 
 
-# A student id that nbgrader's export would write as it is into its CSV (no quoting, no escaping): a comma or a
-# line break shifts the columns, a leading =, +, - or @ is a formula in a spreadsheet. Such a row stays out of the
-# gradebook; grades.csv, which escapes, still has it.
-UNEXPORTABLE_ID = re.compile(r'[,"\r\n]|^[=+\-@\t]')
-
-
 def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: list[str], staging: Path,
                recorder: Recorder, checks: list[dict] = ()) -> dict:
     """The row of one graded notebook, after nbgrader's part (`autograde.autograded`, `autograde.feedback`);
@@ -124,15 +118,14 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
     staged = write_executed(staging, student, assignment, cells, results).parent
     stage_files(staging, student, assignment, task.get("timestamp"), task.get("secret"))
     score, flags, errors = sum(scores.values()), set(flags), []
-    unexportable = UNEXPORTABLE_ID.search(student) is not None
     try:
-        entry = None if unexportable else recorder.record(student, assignment, flags, task.get("path"))
+        entry = recorder.record(student, assignment, flags, task.get("path"))  # None for an id `exportable_id` refuses
     finally:  # the staging folder holds one submission at a time: nbgrader finds no one else's there
         shutil.rmtree(staged, ignore_errors=True)
         with contextlib.suppress(OSError):
             staged.parent.rmdir()  # the student's folder, once it holds no other assignment
     if entry is None:
-        flags.add("unexportable-student-id" if unexportable else "gradebook-error")
+        flags.add("gradebook-error" if exportable_id(student) else "unexportable-student-id")
     else:
         score, scores = entry.final_score, entry.cell_scores(scores)  # nbgrader's, with the scores given by hand
         if entry.seconds_late > 0:
