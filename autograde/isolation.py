@@ -12,8 +12,8 @@ import ctypes
 import os
 import resource
 
-__all__ = ["enter_fresh_namespaces", "drop_privileges", "refuse_processes_and_hidden_memory", "limit_resources",
-           "close_other_fds", "set_dumpable", "private_bind_mounts", "show_only", "IsolationError"]
+__all__ = ["enter_fresh_namespaces", "drop_privileges", "die_with_parent", "refuse_processes_and_hidden_memory",
+           "limit_resources", "close_other_fds", "set_dumpable", "private_bind_mounts", "show_only"]
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -104,7 +104,12 @@ def drop_privileges(parent_death_signal: int) -> None:
     header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # version 3: two 32-bit words
     _call(_libc.syscall(_CAPSET, ctypes.byref(header), data), "capset")
     _call(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    _call(_libc.prctl(PR_SET_PDEATHSIG, parent_death_signal, 0, 0, 0), "parent death signal")
+    die_with_parent(parent_death_signal)
+
+
+def die_with_parent(signal_number: int) -> None:
+    """Be sent ``signal_number`` when the thread that started this process ends."""
+    _call(_libc.prctl(PR_SET_PDEATHSIG, signal_number, 0, 0, 0), "parent death signal")
 
 
 # seccomp (linux/seccomp.h, linux/filter.h, linux/audit.h)

@@ -14,7 +14,6 @@ pristine process forks a fresh runner per notebook in milliseconds.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import json
 import os
@@ -35,7 +34,7 @@ from .collection import exportable_id
 from .course import nbgrader_config
 from .exercises import chapter_ids, exercises_of
 from .feedback import write_feedback
-from .isolation import PR_SET_PDEATHSIG
+from .isolation import die_with_parent
 from .messages import notebook_language, speaking
 from .notebook import GradedCell, load_notebook, max_score, merge
 from .release import source_notebook
@@ -160,14 +159,10 @@ def _warm_up(seed: int | None, assignments: list[str]) -> None:
             exercise.run(exercise.reference, hidden=True, seed=0 if seed is None else seed)
 
 
-def _die_with_parent() -> None:
-    """Be killed with the thread that started this slot (a pool's, a Dask worker's): a slot whose worker was lost
-    must not go on grading a notebook that Dask has meanwhile given to another worker."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 def main() -> None:
-    _die_with_parent()
+    # killed with the thread that started it (a pool's, a Dask worker's): a slot whose worker was lost must not go
+    # on grading a notebook that Dask has meanwhile given to another worker
+    die_with_parent(signal.SIGKILL)
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout = sys.stderr  # whatever else prints must not mix with the rows
     config = json.loads(sys.stdin.readline())
