@@ -1,15 +1,9 @@
 """One grading slot: a trusted process with a sandbox of its own, grading one notebook at a time.
 
-``python -m autograde.slot`` is started by `autograde.pool`, or by a Dask worker (`autograde.cluster`). The first
-line on its stdin is its configuration (``{"name", "root", "staging", "out", "db_url", "limits"}``); it answers
-``{"ready": true}`` once its sandbox is up (or ``{"error": "..."}``), then reads one task per
-line (a submission) and answers each with one row, as JSON lines. It never runs a student's code
-itself: the notebook's cells run in the sandbox, its checks here (`autograde.session`). For each
-notebook it then does nbgrader's part (`autograde.grading_record.record`): the notebook as it
-ran, nbgrader's autograde step into ``out`` and the gradebook, and the feedback page.
-
-A grading slot is warm: torch, tfm_ref and every check are loaded once, and the sandbox's
-pristine process forks a fresh runner per notebook in milliseconds.
+``python -m autograde.slot`` (started by `autograde.pool` or a Dask worker, `autograde.cluster`) reads its
+configuration as the first JSON line on stdin and answers ``{"ready": true}`` (or ``{"error": ...}``); then each line
+is a submission, answered with its row. Cells run in the sandbox, checks here (`autograde.session`), then nbgrader's
+part: the executed notebook, the gradebook and the feedback page (`autograde.autograded`, `autograde.feedback`).
 """
 from __future__ import annotations
 
