@@ -24,6 +24,7 @@ from .cgroups import MemoryCgroup
 from .channel import BadMessage, Channel
 from .messages import language
 from . import sandbox_tree
+from .zygote import ENV, GRADING
 
 __all__ = ["Limits", "Sandbox", "SandboxError", "Runner", "sandbox_available", "remove_leftovers"]
 
@@ -260,7 +261,7 @@ class Sandbox:
         paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
         paths = sorted(p for p in paths if os.path.exists(p))
         paths = [p for p in paths if not any(p.startswith(other + os.sep) for other in paths)]  # nested: covered
-        return [(p, p) for p in paths] + [(str(_staged_tree()), sandbox_tree.MOUNT)]
+        return [(p, p) for p in paths] + [(str(_staged_tree()), GRADING)]
 
     def _staged(self, binds: list[tuple[str, str]], command: list[str]) -> list[tuple[str, str]]:
         """As root: each bind's source is first mounted by the launcher under a folder ``nobody`` may enter."""
@@ -285,8 +286,6 @@ class Sandbox:
         args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/",
                  "--unshare-all", "--die-with-parent", "--new-session", "--chdir", "/tmp", "--clearenv"]
         # PYTORCH_JIT=0: torch.jit.script gives back the Python function, which the delegation watch sees run
-        for key, value in {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
-                           "MPLBACKEND": "Agg", "PYTORCH_JIT": "0",
-                           "PYTHONPATH": os.path.join(sandbox_tree.MOUNT, "runtime")}.items():
+        for key, value in {**ENV, "PYTORCH_JIT": "0", "PYTHONPATH": os.path.join(GRADING, "runtime")}.items():
             args += ["--setenv", key, value]
         return args

@@ -25,10 +25,8 @@ from .check_models import MODEL_SOURCES
 from .code_names import named_objects
 from .exercises import exercises_of
 
-__all__ = ["stage", "withheld", "origin", "model_sources", "answered_by_models", "RUNTIME", "MOUNT"]
+__all__ = ["stage", "withheld", "origin", "model_sources", "answered_by_models", "RUNTIME"]
 
-MOUNT = "/grading"
-"""Where the sandbox shows the staged folder."""
 RUNTIME = ("channel", "wire", "inputs", "display", "delegation", "evaluation", "building", "drivers",
            "check_models", "isolation", "zygote", "runner", "messages")
 """The modules of `autograde` the sandbox holds; beside them, the checks' words (`messages.DOMAIN`'s catalogues),

@@ -20,8 +20,9 @@ __all__ = ["main", "describe_status"]
 
 ENV = {"HOME": "/tmp", "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
        "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-"""The runner's whole environment, with the notebook's language as `ENVIRONMENT` (what the runner says)."""
-GRADING = "/grading"  # `autograde.sandbox_tree.MOUNT`: the staged folder (this module runs from it)
+"""The runner's whole environment (and the zygote's), with the notebook's language as `ENVIRONMENT`."""
+GRADING = "/grading"
+"""Where the sandbox shows the staged folder (`autograde.sandbox_tree`): this module runs from it."""
 TREE = os.path.join(GRADING, "tfm")
 """Where a runner sees its assignment's tfm_ref."""
 
