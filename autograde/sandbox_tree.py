@@ -89,7 +89,7 @@ def _imports(tree: ast.Module, package: str) -> dict[str, Name | str]:
                 continue
             for alias in node.names:
                 target = f"{base}.{alias.name}"
-                bound[alias.asname or alias.name] = target if _is_module(target) else (base, alias.name)
+                bound[alias.asname or alias.name] = target if _path(target).exists() else (base, alias.name)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if _in_course(alias.name):
@@ -105,10 +105,6 @@ def _in_course(module: str) -> bool:
 def _package_of(path: Path) -> Path:
     """The course package that holds ``path``."""
     return next(package for package in _PACKAGES.values() if path.is_relative_to(package))
-
-
-def _is_module(dotted: str) -> bool:
-    return _path(dotted).exists()
 
 
 def _uses(node: ast.stmt, names: dict[str, Name | str]) -> set[Name]:
@@ -303,12 +299,8 @@ def _stubbed(tree: ast.Module, held: set[str], module: str, assignment: str) -> 
         else:
             body += ast.parse("\n".join(f"{n} = _withheld.function('{module}.{n}', {assignment!r})"
                                          for n in names)).body
-    preamble = 1 if body and _docstring(body[0]) else 0
+    preamble = 1 if ast.get_docstring(tree) is not None else 0
     while preamble < len(body) and isinstance(body[preamble], ast.ImportFrom) and body[preamble].module == "__future__":
         preamble += 1
     body.insert(preamble, ast.parse("from tfm_ref import _withheld").body[0])
     return ast.Module(body=body, type_ignores=[])
-
-
-def _docstring(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
