@@ -29,7 +29,7 @@ from .evaluation import CheckFailed, describe_error, evaluate
 from .inputs import Call
 from .messages import _
 
-__all__ = ["serve", "TEXT_LIMIT"]
+__all__ = ["serve"]
 
 TEXT_LIMIT = 20000
 """Characters kept of an error message or a traceback."""

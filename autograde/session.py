@@ -39,7 +39,7 @@ from .spec import Case, Exercise, get_exercise
 from .testcells import parse_test_cell
 from .verdict import delegation_note, passed_line
 
-__all__ = ["RemoteCandidate", "NotebookResult", "run_notebook", "MAX_RESTARTS", "RUNNABLE"]
+__all__ = ["RemoteCandidate", "NotebookResult", "run_notebook"]
 
 MAX_RESTARTS = 6
 RUNNABLE = ("student", "test", "locked")  # markdown and widget cells are not executed

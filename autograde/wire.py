@@ -16,9 +16,7 @@ from torch import nn
 
 from .messages import _
 
-from .messages import _
-
-__all__ = ["WireError", "encode", "decode", "register_module", "DTYPES", "MAX_DEPTH", "MAX_ITEMS", "MAX_STRING"]
+__all__ = ["WireError", "encode", "decode", "register_module", "DTYPES", "MAX_DEPTH", "MAX_ITEMS"]
 
 DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float16, torch.bfloat16, torch.float32, torch.float64,

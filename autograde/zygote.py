@@ -16,7 +16,7 @@ import sys
 
 from .messages import ENVIRONMENT
 
-__all__ = ["main", "describe_status"]
+__all__ = ["main"]
 
 ENV = {"HOME": "/tmp", "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
        "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
