@@ -1,23 +1,10 @@
-"""Grading one notebook: its cells run in a sandboxed runner, its checks run here.
+"""Grading one notebook, the trusted side: its cells run in a sandboxed runner, its checks run here.
 
-The trusted side of the boundary. For each notebook `run_notebook` takes a fresh runner from
-the slot's `Sandbox` and goes through the cells of the merged notebook (`autograde.notebook`):
-
-* a student's cell or a locked setup cell is sent to the runner, which executes it;
-* a test cell is never sent: its check calls are read from the source (`autograde.testcells`)
-  and each check runs here, with a `RemoteCandidate`: inputs (and a module's weights) go to
-  the runner, which calls the student's function and sends back its output and gradients as
-  plain data (`autograde.wire`). The reference, the comparison and the verdict stay here.
-
-The runner's word is data, checked strictly, and it never carries a score. A reply that does
-not come in time, a runner that dies, or a reply that is malformed, unsolicited, out of order
-or oversized costs the cell it happened in: the runner is killed, the cell scores nothing, and
-the notebook runs again from the start in a fresh runner without that cell (at most
-``MAX_RESTARTS`` times). Test cells keep the verdict they already had.
-
-A check that sends a model into the sandbox first sends tfm_ref's code for it (`autograde.sandbox_tree`); a
-runner that has it is never asked to run a check whose answer that code holds: the notebook goes on in a
-fresh runner (which re-runs the cells before it), at no cost to the student.
+A test cell is never sent: its `check` calls are read (`autograde.testcells`) and each runs here with a
+`RemoteCandidate`, whose every evaluation is a request to the runner, decoded strictly (`autograde.wire`). A reply
+that is late, missing, malformed, unsolicited or oversized costs its cell: the notebook runs again in a fresh runner
+without it (at most ``MAX_RESTARTS`` times), as it does, at no cost, once a runner holds the code of a check's model
+(autograde/README.md, "How a class is graded").
 """
 from __future__ import annotations
 
