@@ -149,7 +149,7 @@ def _attribute(module: torch.nn.Module, dotted: str) -> object:
 
 
 def _parameter_problems(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], kwargs: dict,
-                        buffers: set[str] = frozenset(), plain: set[str] = frozenset()) -> list[str]:
+                        buffers: set[str], plain: set[str]) -> list[str]:
     """What is wrong with the student's parameters, in words: biases, unregistered tensors (``plain``), saved
     buffers (``buffers``), names missing or unexpected, shapes that differ."""
     problems = []
