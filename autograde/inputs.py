@@ -25,15 +25,11 @@ class Call:
         object.__setattr__(self, "args", args)
         object.__setattr__(self, "kwargs", kwargs)
 
-    def map_tensors(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Call:
-        """A new call with ``fn`` applied to every floating-point tensor argument."""
-        def apply(value: Any) -> Any:
-            return fn(value) if isinstance(value, torch.Tensor) and value.is_floating_point() else value
-        return Call(*map(apply, self.args), **{k: apply(v) for k, v in self.kwargs.items()})
-
     def scaled(self, factor: float) -> Call:
         """Every floating-point tensor argument times ``factor`` (e.g. huge logits)."""
-        return self.map_tensors(lambda t: t * factor)
+        def scale(value: Any) -> Any:
+            return value * factor if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+        return Call(*map(scale, self.args), **{k: scale(v) for k, v in self.kwargs.items()})
 
     def clone(self, requires_grad: bool = False) -> Call:
         """Fresh copies, so that in-place changes by one implementation do not reach another (a module's
