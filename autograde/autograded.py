@@ -29,6 +29,7 @@ from .feedback import GRADER_NOTE
 from .gradebook import Recorded, recorded
 from .messages import ENGLISH, METADATA, language
 from .notebook import GradedCell
+from .similarity import is_similarity
 
 __all__ = ["executed_notebook", "write_executed", "stage_files", "Recorder", "nbgrader_log", "literal_glob",
            "SandboxOnly", "SANDBOX_ONLY", "FLAG_NOTES", "UNFLAGGED", "grader_note", "flag_submissions",
@@ -233,16 +234,19 @@ def _duration(seconds: float) -> str:
 
 def grader_note(flags: Iterable[str], seconds_late: float = 0.0, penalty: float = 0.0, score: float = 0.0,
                 max_score: float = 0.0) -> str:
-    """The note formgrader shows for ``flags``: one line per flag; ``late`` with how late and the penalty."""
+    """The note formgrader shows for ``flags``: one line per flag, ``late`` with how late and the penalty; near
+    copies last, in one line, so that a run problem is not below the fold of formgrader's comment box."""
+    own, similar = sorted(f for f in set(flags) if not is_similarity(f)), sorted(filter(is_similarity, set(flags)))
     lines = []
-    for flag in sorted(set(flags)):
+    for flag in own + [", ".join(similar)] * bool(similar):
         kind = flag.partition(":")[0]
         text = FLAG_NOTES.get(kind, "see autograde/README.md.")
         if kind == "late":
             text = (f"handed in {_duration(seconds_late)} after the due date. " +
-                    (f"The late policy took {penalty:g} points off: {max(score - penalty, 0.0):g} / {max_score:g} "
-                     f"after it. Formgrader's scores are before the penalty; grades.csv, nbgrader export and the "
-                     f"feedback page are after it." if penalty else "The late policy took nothing off."))
+                    (f"The late policy took {penalty:g} point{'s' * (penalty != 1)} off: "
+                     f"{max(score - penalty, 0.0):g} / {max_score:g} after it. Formgrader's scores are before the "
+                     f"penalty; grades.csv, nbgrader export and the feedback page are after it." if penalty
+                     else "The late policy took nothing off."))
         lines.append(f"- {flag}: {text}")
     if not lines:
         return ""

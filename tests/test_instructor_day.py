@@ -12,9 +12,11 @@ import zipfile
 from datetime import datetime
 
 import pytest
+from nbgrader.api import Gradebook
 
 from courses import set_due
 
+from autograde.autograded import grader_note
 from autograde.classroom import solved_notebook, untouched_notebook, write_submission
 from autograde.course import CONFIG_NAME
 from autograde.grade import grade
@@ -90,6 +92,17 @@ def test_grading_a_few_again_with_the_class_times_counts_the_others_times_and_na
     _, said = day
     assert "times.csv: 4 times of students graded before, not in this run" in said
     assert "no submission of" not in said
+
+
+def test_formgraders_note_puts_a_stopped_cell_before_the_near_copies_in_one_line(day):
+    root, _ = day
+    assert "timeout" in _grades(root)["erin"]["flags"] and _grades(root)["erin"]["flags"].count("similar-to:") > 1
+    with Gradebook(f"sqlite:///{root}/gradebook.db") as gb:
+        note = next(c.auto_comment for c in gb.find_submission_notebook(A, A, "erin").comments if c.auto_comment)
+    lines = note.splitlines()[1:]  # under the header, the first lines are what formgrader's comment box shows
+    assert lines[0].startswith("- timeout: ") and lines[-1].startswith("- similar-to:")
+    assert sum("similar-to:" in line for line in lines) == 1
+    assert "The late policy took 1 point off: 4 / 10 after it." in grader_note(["late"], 3600, 1, 5, 10)
 
 
 def test_the_lms_late_marker_gives_way_to_the_instructors_time(day):
