@@ -2,7 +2,7 @@
 
 * `autograde.spec`: what an exercise is; `autograde.checking`: ``check``, the notebooks' entry point;
   `autograde.exercises.<assignment>`: each chapter's exercise specs.
-* ``python -m autograde release | grade | bench | audit``: the instructor's pipeline
+* ``python -m autograde release | grade | report | bench | audit``: the instructor's pipeline
   (see ``autograde/README.md``).
 
 ``from autograde import check`` loads the checks on first use; importing the package itself
