@@ -7,7 +7,7 @@ Requests → replies (`autograde.channel`; each reply repeats its request's ``id
 
     {"op": "exec", "index", "source", "output_chars"} → {"status": "ok" | "error", "stdout", "error"}
     {"op": "evaluate", "name", "plan", "call", "weights", "dtype", "grad", "seed", "watch", "allowed",
-     "output_chars"} → {"outcome": {...}, "stdout"} | {"invalid": why, "stdout"} | {"failed": why, "stdout"}
+     "output_chars"} → {"outcome": {...}, "stdout"} | {"failed": why, "stdout"}
     {"op": "unlock", "sources": [[module, source], ...]} → {"status", "error"}  (the checks' models' code)
 """
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _evaluate(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict,
                 why = f"name {name!r} is not defined (did the cell that defines it run without error?)"
             else:
                 why = f"`{name}` should be a function or class, got {type(namespace[name]).__name__}"
-            return {"invalid": why, "stdout": out.getvalue()}, []
+            return {"failed": why, "stdout": out.getvalue()}, []
         impl = namespace[name]
         try:
             outcome = evaluate(lambda: build(request["plan"], impl, weights, dtype), call, grad=request["grad"],

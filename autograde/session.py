@@ -62,8 +62,6 @@ class RemoteCandidate(Candidate):
         room = self.limits.output_chars + 1 - sum(map(len, self.stdout))
         self.stdout.append(_text(reply, "stdout")[:max(room, 0)])
         chars = self.limits.message_chars
-        if "invalid" in reply:
-            raise CheckFailed(_text(reply, "invalid")[:chars])
         if "failed" in reply:
             raise CheckFailed(_text(reply, "failed")[:chars])
         outcome = _outcome(reply.get("outcome"), reply_blobs, chars, len(call.named()), exercise.forbidden_ops)
