@@ -6,8 +6,9 @@ go into the sandbox only. `decode` trusts nothing: a malformed tree raises `Wire
 """
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,27 +59,23 @@ for _activation in (nn.Tanh, nn.ReLU, nn.GELU, nn.SiLU, nn.Identity):
     register_module(_activation, lambda m: {})
 
 
-class _Counter:
-    def __init__(self) -> None:
-        self.items = 0
-
-    def tick(self, path: str) -> None:
-        self.items += 1
-        if self.items > MAX_ITEMS:
-            raise WireError(f"{path}: more than {MAX_ITEMS} values in one message")
+def _visit(path: str, depth: int, count: Iterator[int]) -> None:
+    """One more node of a tree, ``depth`` levels down: `WireError` past `MAX_ITEMS` nodes or `MAX_DEPTH` levels."""
+    if next(count) > MAX_ITEMS:
+        raise WireError(f"{path}: more than {MAX_ITEMS} values in one message")
+    if depth > MAX_DEPTH:
+        raise WireError(f"{path}: nested more than {MAX_DEPTH} levels deep")
 
 
 # --------------------------------------------------------------------------- encoding
 
 def encode(value: Any, blobs: list[bytes], *, path: str = "the value", modules: bool = False) -> dict:
     """``value`` as a JSON-able tree, its tensor bytes appended to ``blobs``; `WireError` if it is not plain data."""
-    return _encode(value, blobs, path, modules, 0, _Counter())
+    return _encode(value, blobs, path, modules, 0, itertools.count(1))
 
 
-def _encode(value: Any, blobs: list[bytes], path: str, modules: bool, depth: int, count: _Counter) -> dict:
-    count.tick(path)
-    if depth > MAX_DEPTH:
-        raise WireError(f"{path}: nested more than {MAX_DEPTH} levels deep")
+def _encode(value: Any, blobs: list[bytes], path: str, modules: bool, depth: int, count: Iterator[int]) -> dict:
+    _visit(path, depth, count)
     kind = type(value)  # the real class: isinstance could be fooled by a __class__ property
     if value is None:
         return {"t": "none"}
@@ -141,7 +138,7 @@ def _encode_tensor(tensor: torch.Tensor, blobs: list[bytes], path: str) -> dict:
     return {"t": "tensor", "dtype": name, "shape": list(tensor.shape), "blob": len(blobs) - 1}
 
 
-def _encode_module(module: nn.Module, blobs: list[bytes], path: str, depth: int, count: _Counter) -> dict:
+def _encode_module(module: nn.Module, blobs: list[bytes], path: str, depth: int, count: Iterator[int]) -> dict:
     kind = type(module)
     name = f"{kind.__module__}.{kind.__qualname__}"
     if _MODULES.get(name, None) is None or _MODULES[name].cls is not kind:
@@ -155,7 +152,7 @@ def _encode_module(module: nn.Module, blobs: list[bytes], path: str, depth: int,
 
 def decode(tree: Any, blobs: list[bytes], *, modules: bool = False) -> Any:
     """The value ``tree`` describes, checked at every step; `WireError` if malformed, over limits or a stray module."""
-    return _decode(tree, blobs, "the value", modules, 0, _Counter())
+    return _decode(tree, blobs, "the value", modules, 0, itertools.count(1))
 
 
 def _fields(node: Any, path: str, expected: set[str]) -> dict:
@@ -164,10 +161,8 @@ def _fields(node: Any, path: str, expected: set[str]) -> dict:
     return node
 
 
-def _decode(node: Any, blobs: list[bytes], path: str, modules: bool, depth: int, count: _Counter) -> Any:
-    count.tick(path)
-    if depth > MAX_DEPTH:
-        raise WireError(f"{path}: nested more than {MAX_DEPTH} levels deep")
+def _decode(node: Any, blobs: list[bytes], path: str, modules: bool, depth: int, count: Iterator[int]) -> Any:
+    _visit(path, depth, count)
     kind = node.get("t") if type(node) is dict else None
     if kind == "none":
         _fields(node, path, {"t"})
@@ -239,7 +234,7 @@ def _decode_tensor(node: dict, blobs: list[bytes], path: str) -> torch.Tensor:
     return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
 
 
-def _decode_module(node: dict, blobs: list[bytes], path: str, depth: int, count: _Counter) -> nn.Module:
+def _decode_module(node: dict, blobs: list[bytes], path: str, depth: int, count: Iterator[int]) -> nn.Module:
     kind = _MODULES.get(node["class"]) if type(node["class"]) is str else None
     if kind is None or type(node["training"]) is not bool:
         raise WireError(f"{path}: unknown module class {_brief(node['class'])}")
