@@ -18,7 +18,7 @@ import torch
 from .delegation import Watch
 from .inputs import Call
 
-__all__ = ["CheckFailed", "Outcome", "evaluate", "flatten", "describe_error"]
+__all__ = ["CheckFailed", "Outcome", "evaluate", "flatten", "describe_error", "student_traceback"]
 
 
 class CheckFailed(AssertionError):
@@ -63,7 +63,7 @@ def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
         raise
     except BaseException as error:  # the student's code may raise anything (SystemExit too); reported, not fatal
         return Outcome(error=describe_error(error), error_type=type(error).__name__,
-                       trace=_student_traceback(error), delegated=watching.seen)
+                       trace=student_traceback(error), delegated=watching.seen)
 
 
 def _gradients(output: Any, inputs: Call, parameters: list[torch.Tensor], seed: int) -> list[torch.Tensor | None]:
@@ -106,7 +106,7 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"
 
 
-def _student_traceback(error: BaseException) -> str:
+def student_traceback(error: BaseException) -> str:
     """The traceback frames outside the grader and torch: the student's own lines, a notebook cell's
     named as Jupyter names it (``Cell In[5]``) rather than by the kernel's temporary file."""
     frames = [traceback.FrameSummary(_cell_name(f.filename), f.lineno, f.name, line=f.line)

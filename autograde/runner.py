@@ -18,14 +18,13 @@ import importlib
 import io
 import linecache
 import sys
-import traceback
 
 import torch
 
 from . import wire
 from .building import build, module_parameters
 from .channel import Channel, ChannelClosed
-from .evaluation import CheckFailed, describe_error, evaluate
+from .evaluation import CheckFailed, describe_error, evaluate, student_traceback
 from .inputs import Call
 from .messages import _
 
@@ -78,16 +77,8 @@ def _execute(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict, 
         try:
             exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # not runner.py's __future__ imports
         except BaseException as exc:  # SystemExit and KeyboardInterrupt from a cell are its failure too
-            status, error = "error", _student_trace(exc)
+            status, error = "error", student_traceback(exc)
     return {"status": status, "stdout": out.getvalue(), "error": error[:TEXT_LIMIT]}, []
-
-
-def _student_trace(error: BaseException) -> str:
-    try:
-        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<cell")]
-        return "".join(traceback.format_list(frames) + [describe_error(error)]).rstrip()
-    except Exception:  # a traceback that cannot be formatted still names the exception
-        return describe_error(error)
 
 
 def _unlock(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict, list[bytes]]:
