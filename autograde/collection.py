@@ -1,10 +1,9 @@
-"""Finding the submissions to grade (nbgrader's layout, in a folder or a .zip, or an LMS's download) and when
-each was handed in. What a student hands in costs only that student's row when refused, and their own
-``timestamp.txt`` is their claim; the rules: autograde/README.md ("Collection", "Student ids", "Submission times").
+"""Finding the submissions to grade: nbgrader's layout, in a folder or a .zip, or an LMS's download. What a
+student hands in costs only that student's row when refused (when each was handed in: `autograde.submission_times`);
+the rules: autograde/README.md ("Collection", "Student ids").
 """
 from __future__ import annotations
 
-import csv
 import os
 import posixpath
 import shutil
@@ -16,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["Submission", "find_submissions", "extract_zip", "CollectionError", "exportable_id", "collect", "Collected",
-           "read_submission_times", "settle_times", "submission_key", "unmatched_times", "with_times",
-           "SubmissionTimes"]
+from .submission_times import LMS_LATE, NBGRADER_TIME, check_zone
+
+__all__ = ["Submission", "find_submissions", "extract_zip", "CollectionError", "exportable_id", "collect", "Collected"]
 
 
 class CollectionError(ValueError):
@@ -297,131 +296,6 @@ def exportable_id(name: str) -> bool:
     return True
 
 
-# ---------------------------------------------------------------- submission times
-
-@dataclass(frozen=True)
-class SubmissionTimes:
-    """The instructor's record of when each submission was handed in (`read_submission_times`)."""
-    source: str  # the file, as the instructor named it
-    times: dict[tuple[str, str], tuple[str, int]]  # (student_id, assignment), NFC -> (nbgrader's timestamp, line)
-
-
-TIME_COLUMNS = ("student_id", "assignment", "time")
-# What LMS exports write besides ISO 8601: Canvas ("Nov 20, 2026 5:03pm"), Moodle ("Friday, 20 November 2026, 5:03 PM")
-TIME_FORMATS = ("%b %d, %Y %I:%M%p", "%b %d, %Y %I:%M %p", "%B %d, %Y %I:%M%p", "%B %d, %Y %I:%M %p",
-                "%b %d, %Y at %I:%M%p", "%b %d, %Y at %I:%M %p", "%A, %d %B %Y, %I:%M %p", "%d %B %Y, %I:%M %p",
-                "%A, %d %B %Y, %H:%M", "%d %B %Y, %H:%M")
-NBGRADER_TIME = "%Y-%m-%d %H:%M:%S.%f UTC"  # what nbgrader's submit writes, and parse_utc reads back
-
-
-def parse_time(text: str, zone: str = "UTC") -> datetime:
-    """``text`` as an aware datetime: ISO 8601 (nbgrader's ``... UTC`` too) or one of `TIME_FORMATS`; a time
-    without a zone is in ``zone``. Raises ValueError if it is none of these or has no time of day."""
-    from zoneinfo import ZoneInfo
-
-    text = " ".join(text.split())
-    given = text[:-4] + "+00:00" if text.endswith((" UTC", " GMT")) else text
-    try:
-        when = datetime.fromisoformat(given)
-    except ValueError:
-        when = None
-        for form in TIME_FORMATS:
-            try:
-                when = datetime.strptime(given, form)
-                break
-            except ValueError:
-                continue
-    if when is None or ":" not in given:  # a date alone is no time: "2026-11-20" would be midnight
-        raise ValueError(f"cannot read {text!r} as a time (ISO 8601 such as 2026-11-20 17:03:00 or "
-                         "2026-11-20T17:03:00Z, or as Canvas or Moodle write it: Nov 20, 2026 5:03pm)")
-    return when if when.tzinfo else when.replace(tzinfo=ZoneInfo(zone))
-
-
-def read_submission_times(path: Path, zone: str = "UTC") -> SubmissionTimes:
-    """The instructor's ``student_id, assignment, time`` file (header row; extra columns ignored; a blank time is
-    none). Raises CollectionError, naming the line, for anything it cannot read or two times for one submission."""
-    _check_zone(zone)
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:  # utf-8-sig: Excel's "CSV UTF-8" starts with a BOM
-            rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
-        why = getattr(error, "strerror", None) or error
-        raise CollectionError(f"cannot read the submission times {path}: {why}") from None
-    if not rows:
-        raise CollectionError(f"{path} is empty: its first line must name the columns {', '.join(TIME_COLUMNS)}")
-    header = [cell.strip().lower() for cell in rows[0]]
-    if missing := [c for c in TIME_COLUMNS if c not in header]:
-        raise CollectionError(f"{path} line 1: no column {', '.join(missing)} (the header must name "
-                              f"{', '.join(TIME_COLUMNS)}; it names {', '.join(header) or 'nothing'})")
-    student_at, assignment_at, time_at = (header.index(c) for c in TIME_COLUMNS)
-    times: dict[tuple[str, str], tuple[str, int]] = {}
-    for line, row in enumerate(rows[1:], start=2):
-        if not any(cell.strip() for cell in row):
-            continue
-        cells = [*row, *[""] * len(header)]
-        key, text = submission_key(cells[student_at].strip(), cells[assignment_at].strip()), cells[time_at].strip()
-        if not text:
-            continue
-        if not all(key):
-            raise CollectionError(f"{path} line {line}: no student_id or assignment")
-        try:
-            stamp = parse_time(text, zone).astimezone(timezone.utc).strftime(NBGRADER_TIME)
-        except ValueError as error:
-            raise CollectionError(f"{path} line {line}: {error}") from None
-        if key in times and times[key][0] != stamp:
-            raise CollectionError(f"{path} line {line}: a second time for {key[0]}, {key[1]} (line {times[key][1]} "
-                                  "has another): keep the one that counts")
-        times.setdefault(key, (stamp, line))
-    return SubmissionTimes(str(path), times)
-
-
-def _check_zone(zone: str) -> None:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise CollectionError(f"unknown time zone {zone!r} (a name such as UTC or Europe/Berlin)") from None
-
-
-def submission_key(student: str, assignment: str) -> tuple[str, str]:
-    """A submission as the record names it, in NFC: macOS unpacks ``ë`` as NFD, an LMS's export writes NFC."""
-    return unicodedata.normalize("NFC", student), unicodedata.normalize("NFC", assignment)
-
-
-def settle_times(submissions: list[Submission], record: SubmissionTimes | None) -> list[Submission]:
-    """Each submission with the time its late penalty uses and a flag saying whose: the instructor's ``record``
-    (a missing one: ``no-timestamp``), else the student's, flagged ``time-unverified`` (or ``no-timestamp``).
-    A time from the record settles Canvas's LATE marker: the late policy decides with it (flag ``late``)."""
-    settled = []
-    for sub in submissions:
-        flags = list(sub.flags)
-        if record is not None:
-            stamp = record.times.get(submission_key(sub.student_id, sub.assignment), (None, 0))[0]
-            flags = [f for f in flags if f != "bad-timestamp" and not (stamp and f == LMS_LATE)]
-            settled.append(replace(sub, timestamp=stamp, flags=tuple(flags if stamp else [*flags, "no-timestamp"])))
-        elif sub.timestamp:
-            settled.append(replace(sub, flags=(*flags, "time-unverified")))
-        else:
-            settled.append(replace(sub, flags=tuple(flags if "bad-timestamp" in flags else [*flags, "no-timestamp"])))
-    return settled
-
-
-def unmatched_times(submissions: list[Submission], record: SubmissionTimes) -> list[tuple[str, str, int]]:
-    """The record's (student_id, assignment, line) that no submission has (line 0: the download's own time)."""
-    found = {submission_key(s.student_id, s.assignment) for s in submissions}
-    return sorted((*key, line) for key, (_, line) in record.times.items() if key not in found and line)
-
-
-def with_times(record: SubmissionTimes | None, times: dict[tuple[str, str], str],
-               source: str) -> SubmissionTimes | None:
-    """The instructor's ``record`` with the times an LMS download recorded (Blackboard's); the record's win."""
-    if not times:
-        return record
-    given = {submission_key(*key): (stamp, 0) for key, stamp in times.items()}
-    return SubmissionTimes(record.source if record else source, {**given, **(record.times if record else {})})
-
-
 # ---------------------------------------------------------------- layouts: nbgrader's, and LMS downloads
 
 @dataclass(frozen=True)
@@ -433,9 +307,6 @@ class Collected:
     layout: str
 
 
-LMS_LATE = "lms-late"  # Canvas named the file LATE: a marker, not a time
-
-
 def collect(source: Path, into: Path, assignments: list[str], max_bytes: int,
             max_student_bytes: int = int(MAX_STUDENT_MB * 2**20), layout: str = "auto",
             mapping: dict[str, str] | None = None, zone: str = "UTC") -> Collected:
@@ -444,7 +315,7 @@ def collect(source: Path, into: Path, assignments: list[str], max_bytes: int,
     saying what was expected and found: nothing to grade, mixed layouts, an unnamed notebook, a mapping clash."""
     from . import lms
 
-    _check_zone(zone)
+    check_zone(zone)
     if source.suffix.lower() == ".zip" and source.is_file():
         try:
             with zipfile.ZipFile(source) as zf:

@@ -25,9 +25,9 @@ assignment) and everyone else's stay; near copies (``similar-to:<student>@<cell>
 class's latest submissions, this run's and the earlier ones'.
 
 ``score`` is after nbgrader's late penalty (a late submission has the flag ``late``), computed from the time
-the instructor's ``submitted_at`` file gives (an LMS export: `autograde.collection.read_submission_times`) or
+the instructor's ``submitted_at`` file gives (an LMS export: `autograde.submission_times.read_submission_times`) or
 the download's names (Blackboard's attempt), else from the student's own ``timestamp.txt``, flagged
-``time-unverified`` (`autograde.collection.settle_times`). Every
+``time-unverified`` (`autograde.submission_times.settle_times`). Every
 submission gets a row scored against the assignment's real maximum, whatever it holds; if the
 gradebook cannot be opened (or is a new SQLite file for a class graded into another), or the sandbox cannot start
 at all, nothing is graded and
@@ -49,8 +49,7 @@ from sqlalchemy.engine import make_url
 from editions.assignments import ROOT, assignment_ids, released_notebook
 
 from .autograded import Recorder, flag_submissions
-from .collection import (MAX_STUDENT_MB, CollectionError, collect, exportable_id, read_submission_times, settle_times,
-                         shown, submission_key, unmatched_times, with_times)
+from .collection import MAX_STUDENT_MB, CollectionError, collect, exportable_id, shown
 from .course import nbgrader_config
 from .gradebook import GradebookError, forget_times, has_assignment
 from .lms import MappingError, read_mapping
@@ -61,6 +60,8 @@ from .release import release, source_notebook
 from .sandbox import Limits
 from .similarity import similarity_flags
 from .slot import unscored_row
+from .submission_times import (TimesError, check_zone, read_submission_times, settle_times, submission_key,
+                               unmatched_times, with_times)
 
 __all__ = ["grade", "GradingError", "CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD"]
 
@@ -161,9 +162,10 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
     """
     out = out or root
     try:
+        check_zone(timezone)
         record = read_submission_times(submitted_at, timezone) if submitted_at is not None else None
         names = read_mapping(mapping) if mapping is not None else None
-    except (CollectionError, MappingError) as error:
+    except (TimesError, MappingError) as error:
         raise GradingError(str(error)) from None
     config = nbgrader_config(db_url, root)
     db_url = config.CourseDirectory.db_url

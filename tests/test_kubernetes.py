@@ -24,7 +24,7 @@ from kubernetes_asyncio.config import kube_config
 from kubespawner import KubeSpawner
 from traitlets.config import Config
 
-from autograde.collection import read_submission_times
+from autograde.submission_times import read_submission_times
 from editions.assignments import ROOT
 
 HERE = ROOT / "deploy" / "kubernetes"

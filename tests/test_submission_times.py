@@ -11,8 +11,9 @@ from nbgrader.api import Gradebook
 from trusting_pool import TrustingPool
 
 from autograde.classroom import solved_notebook, write_submission
-from autograde.collection import (CollectionError, Submission, parse_time, read_submission_times, settle_times)
+from autograde.collection import Submission
 from autograde.grade import grade
+from autograde.submission_times import TimesError, parse_time, read_submission_times, settle_times
 
 A = "ch01_attention"
 EARLY = "2026-11-19 09:00:00.000000 UTC"  # what a forger writes in their timestamp.txt
@@ -51,7 +52,7 @@ def test_a_time_without_a_zone_is_in_the_zone_named(tmp_path):
 ])
 def test_a_times_file_that_cannot_be_read_is_an_error_naming_the_line(tmp_path, rows, header, message):
     path = _times(tmp_path / "t.csv", rows, header or "student_id,assignment,time")
-    with pytest.raises(CollectionError, match=message):
+    with pytest.raises(TimesError, match=message):
         read_submission_times(path)
 
 
