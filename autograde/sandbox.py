@@ -196,21 +196,15 @@ class Sandbox:
     def spawn(self, assignment: str, timeout: float = 60.0) -> Runner:
         """A fresh runner for a notebook of ``assignment``, ready for requests."""
         self._spawned += 1
-        number = self._spawned
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         limits = {"memory_mb": self.limits.memory_mb, "processes": self.limits.processes,
                   "tmp_mb": self.limits.tmp_mb, "cgroup": self.cgroup is not None}
-        try:
-            command = {"op": "spawn", "id": number, "assignment": assignment, "limits": limits,
-                       "language": language()}  # the notebook's: what the runner says is in it
-            socket.send_fds(self._control, [json.dumps(command).encode()], [theirs.fileno()])
-        except OSError as error:
-            raise SandboxError(f"the sandbox stopped taking commands ({error})") from error
+        try:  # the notebook's language: what the runner says is in it
+            self._command({"op": "spawn", "id": self._spawned, "assignment": assignment, "limits": limits,
+                           "language": language()}, timeout, (theirs.fileno(),))
         finally:
             theirs.close()
-        if self._receive(timeout, "spawn").get("spawned") != number:
-            raise SandboxError("the sandbox answered another command")
-        runner = Runner(number, Channel(ours), assignment)
+        runner = Runner(self._spawned, Channel(ours), assignment)
         try:
             hello, _ = runner.channel.receive(time.monotonic() + timeout)
         except Exception as error:
@@ -224,14 +218,7 @@ class Sandbox:
     def end(self, runner: Runner, timeout: float = 30.0) -> str:
         """Kill the runner and everything it started; how the runner ended, in words."""
         runner.channel.close()
-        try:
-            self._control.send(json.dumps({"op": "end", "id": runner.number}).encode())
-        except OSError as error:
-            raise SandboxError(f"the sandbox stopped taking commands ({error})") from error
-        reply = self._receive(timeout, "end")
-        if reply.get("ended") != runner.number:
-            raise SandboxError("the sandbox answered another command")
-        return str(reply.get("status"))
+        return str(self._command({"op": "end", "id": runner.number}, timeout).get("status"))
 
     def oom_kills(self) -> int:
         return self.cgroup.oom_kills() if self.cgroup else 0
@@ -241,6 +228,17 @@ class Sandbox:
         return self._log.read().decode(errors="replace")[-chars:].strip() or "(no output)"
 
     # ------------------------------------------------------------------ helpers
+
+    def _command(self, command: dict, timeout: float, fds: tuple[int, ...] = ()) -> dict:
+        """Send the zygote ``command`` (and ``fds``: a new runner's channel); its reply, which repeats the id."""
+        try:
+            socket.send_fds(self._control, [json.dumps(command).encode()], fds)
+        except OSError as error:
+            raise SandboxError(f"the sandbox stopped taking commands ({error})") from error
+        reply = self._receive(timeout, command["op"])
+        if reply.get("id") != command["id"]:
+            raise SandboxError("the sandbox answered another command")
+        return reply
 
     def _receive(self, timeout: float, what: str) -> dict:
         self._control.settimeout(timeout)

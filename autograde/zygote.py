@@ -3,8 +3,8 @@ runner per notebook: warmed once, it only forks, so every runner starts warm fro
 enters fresh namespaces and shows only the assignment's tfm_ref; the *runner* is PID 1 below it::
 
     {"op": "spawn", "id": 7, "assignment": "ch01_attention", "limits": {...}, "language": "zh_CN"}
-                                                            + data fd → {"spawned": 7}
-    {"op": "end", "id": 7}                                  → {"ended": 7, "status": "signal SIGKILL"}
+                                                            + data fd → {"id": 7}
+    {"op": "end", "id": 7}                                  → {"id": 7, "status": "signal SIGKILL"}
 """
 from __future__ import annotations
 
@@ -141,13 +141,13 @@ def main(control_fd: int) -> None:
         if not message:
             return
         command = json.loads(message)
+        reply = {"id": command["id"]}
         if command["op"] == "spawn":
             wardens[command["id"]] = _spawn(control, fds[0], command["assignment"], command["limits"],
                                             command["language"])
-            control.send(json.dumps({"spawned": command["id"]}).encode())
         elif command["op"] == "end":
-            status = _end(wardens.pop(command["id"]))
-            control.send(json.dumps({"ended": command["id"], "status": status}).encode())
+            reply["status"] = _end(wardens.pop(command["id"]))
+        control.send(json.dumps(reply).encode())
 
 
 if __name__ == "__main__":
