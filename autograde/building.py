@@ -117,7 +117,7 @@ def _shared(module: torch.nn.Module, expected: dict[str, torch.Tensor]) -> list[
             continue
         first, *others = names
         suffixes = [""] if what == "tensor" else [k.removeprefix(first) for k in expected if k.startswith(first + ".")]
-        if any(o + k in expected and first + k in expected and not _alike(expected[first + k], expected[o + k])
+        if any(o + k in expected and first + k in expected and not torch.equal(expected[first + k], expected[o + k])
                for o in others for k in suffixes):
             listed = _(" and ").join(f"`{n}`" for n in names)
             repeated = all(n.rpartition(".")[2].isdigit() for n in names)  # a list of layers: [Block(...)] * n
@@ -136,10 +136,6 @@ def _places(named) -> list[list[str]]:
         if name:
             places.setdefault(id(item), []).append(name)
     return list(places.values())
-
-
-def _alike(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and torch.equal(a, b)
 
 
 def _attribute(module: torch.nn.Module, dotted: str) -> object:
