@@ -50,11 +50,9 @@ class MemoryCgroup:
         """Write a process id here to move that process in (its later children follow)."""
         return self.path / "cgroup.procs"
 
-    def usage(self) -> int:
-        return int((self.path / self._files["usage"]).read_text())
-
     def limit_above_usage(self, extra_bytes: int) -> None:
-        (self.path / self._files["limit"]).write_text(str(self.usage() + extra_bytes))
+        usage = int((self.path / self._files["usage"]).read_text())
+        (self.path / self._files["limit"]).write_text(str(usage + extra_bytes))
 
     def oom_kills(self) -> int:
         """Processes the kernel has killed for going over the limit, so far."""
