@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+COURSE = ("tfm_ref", "tfm_lab", "tfm_widgets", "editions", "autograde")  # the course's own packages
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # import names that differ from the package's
 DISTRIBUTION = {"IPython": "ipython", "yaml": "pyyaml", "markdown_it": "markdown-it-py", "PIL": "pillow"}
@@ -18,6 +19,7 @@ PARTS = {  # part → (its files, the extras it may use besides the core)
     "tfm_ref": (list((ROOT / "tfm_ref").rglob("*.py")), ()),
     "tfm_widgets": (list((ROOT / "tfm_widgets").rglob("*.py")), ("widgets",)),
     "tfm_lab": (list((ROOT / "tfm_lab").rglob("*.py")), ("train",)),
+    "editions": (list((ROOT / "editions").rglob("*.py")), ("grade",)),  # the notebooks' translations, for the grader
     "autograde": ([p for p in (ROOT / "autograde").rglob("*.py") if p.name not in CLUSTER], ("grade",)),
     "autograde on a cluster": ([ROOT / "autograde" / name for name in CLUSTER], ("grade", "cluster")),
 }
@@ -36,7 +38,7 @@ def _third_party(files: list[Path]) -> dict[str, str]:
                 [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
             for module in modules:
                 top = module.split(".")[0]
-                if top not in sys.stdlib_module_names and top not in ("tfm_ref", "tfm_lab", "tfm_widgets", "autograde"):
+                if top not in sys.stdlib_module_names and top not in COURSE:
                     found.setdefault(top, str(path.relative_to(ROOT)))
     return found
 
