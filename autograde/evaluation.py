@@ -42,7 +42,8 @@ class Outcome:
 
 
 def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
-             parameters: Callable[[Any], list[torch.Tensor]], watch: tuple[str, ...] = (), allowed: tuple[tuple[str, str], ...] = ()) -> Outcome:
+             parameters: Callable[[Any], list[torch.Tensor]], watch: tuple[str, ...] = (),
+             allowed: tuple[tuple[str, str], ...] = ()) -> Outcome:
     """Build the object and call it on a copy of ``call`` under fixed seeds; with ``grad``, backpropagate a seeded
     random upstream gradient. The ``watch`` operators run outside ``allowed`` helpers go in ``delegated``. Raises
     `CheckFailed` (with ``grad``) if the output does not depend on the inputs through autograd."""

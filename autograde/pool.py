@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 
 from tqdm import tqdm
 
-from .sandbox import remove_leftovers
+from .sandbox import log_tail, remove_leftovers
 
 __all__ = ["SlotPool", "Slot", "SlotError"]
 
@@ -68,10 +68,6 @@ class Slot:
         self.process = None
         self._buffer = b""
 
-    def log_tail(self, chars: int = 3000) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-chars:].strip()
-
     def _send(self, message: dict) -> None:
         try:
             self.process.stdin.write(json.dumps(message).encode() + b"\n")
@@ -88,7 +84,7 @@ class Slot:
                 raise SlotError(f"the slot did not answer within {timeout:g} s")
             chunk = os.read(out, 1 << 16)
             if not chunk:
-                raise SlotError(f"the slot stopped: {self.log_tail()}")
+                raise SlotError(f"the slot stopped: {log_tail(self.log, 3000)}")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return json.loads(line)

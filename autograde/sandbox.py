@@ -19,6 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from .cgroups import MemoryCgroup
 from .channel import BadMessage, Channel
@@ -26,7 +27,7 @@ from .messages import language
 from . import sandbox_tree
 from .zygote import ENV, GRADING
 
-__all__ = ["Limits", "Sandbox", "SandboxError", "Runner", "sandbox_available", "remove_leftovers"]
+__all__ = ["Limits", "Sandbox", "SandboxError", "Runner", "sandbox_available", "remove_leftovers", "log_tail"]
 
 SYSTEM = ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin")
 ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/nsswitch.conf", "/etc/passwd",
@@ -60,6 +61,12 @@ class SandboxError(RuntimeError):
 
 def sandbox_available() -> bool:
     return shutil.which("bwrap") is not None
+
+
+def log_tail(log: IO[bytes], chars: int = 2000) -> str:
+    """The end of what a process wrote to ``log`` (a temporary file), as text."""
+    log.seek(0)
+    return log.read().decode(errors="replace")[-chars:].strip() or "(no output)"
 
 
 def _leftover_prefix(pid: int) -> str:
@@ -209,7 +216,7 @@ class Sandbox:
             hello, _ = runner.channel.receive(time.monotonic() + timeout)
         except Exception as error:
             status = self.end(runner)
-            raise SandboxError(f"a runner did not start ({status}): {self.log_tail()}") from error
+            raise SandboxError(f"a runner did not start ({status}): {log_tail(self._log)}") from error
         if hello != {"ready": True}:
             self.end(runner)
             raise SandboxError("a runner did not say ready")
@@ -222,10 +229,6 @@ class Sandbox:
 
     def oom_kills(self) -> int:
         return self.cgroup.oom_kills() if self.cgroup else 0
-
-    def log_tail(self, chars: int = 2000) -> str:
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")[-chars:].strip() or "(no output)"
 
     # ------------------------------------------------------------------ helpers
 
@@ -245,11 +248,12 @@ class Sandbox:
         try:
             message = self._control.recv(65536)
         except TimeoutError:
-            raise SandboxError(f"the sandbox did not answer ({what}) within {timeout:g} s: {self.log_tail()}") from None
+            raise SandboxError(f"the sandbox did not answer ({what}) within {timeout:g} s: "
+                               f"{log_tail(self._log)}") from None
         except OSError as error:
             raise SandboxError(f"the sandbox's control socket failed ({error})") from None
         if not message:
-            raise SandboxError(f"the sandbox stopped ({what}): {self.log_tail()}")
+            raise SandboxError(f"the sandbox stopped ({what}): {log_tail(self._log)}")
         return json.loads(message)
 
     @staticmethod
