@@ -220,9 +220,6 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
                 rows = pool.grade(tasks, 2 * limits.notebook_timeout + 120, unscored, progress)
         except SlotError as error:
             raise GradingError(str(error)) from None
-    for row in rows:
-        if not exportable_id(row["student_id"]):  # the gradebook refused it (`Recorder.record`), not nbgrader failed
-            row["flags"] = sorted({*row["flags"], "unexportable-student-id"} - {"gradebook-error"})
     # near copies, over the class's latest submissions: this run's rows and everyone else's, kept in RECORD
     class_rows = records.class_rows(rows)
     known_assets = _similarity_assets({r["assignment"] for r in class_rows}, assets, root)
