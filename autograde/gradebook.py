@@ -31,6 +31,11 @@ class Recorded:
         """The score after the late penalty: what grades.csv and nbgrader export give."""
         return max(0.0, self.score - self.penalty)
 
+    @property
+    def taken_off(self) -> float:
+        """The points the late penalty took off: formgrader shows ``final_score + taken_off``, nbgrader's score."""
+        return self.score - self.final_score
+
     def cell_scores(self, graded: dict[str, float]) -> dict[str, float]:
         """``graded`` (grade id → points the checks gave) with the gradebook's score wherever it holds one."""
         return {grade_id: self.cells.get(grade_id, points) for grade_id, points in graded.items()}

@@ -18,7 +18,9 @@ __all__ = ["CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD", "ClassRecords
            "refresh_scores",
            "write_errors", "as_written"]
 
-CSV_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score", "flags", "cells"]
+CSV_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score", "late_penalty", "flags", "cells"]
+"""grades.csv: the score after the late penalty, and the points the penalty took off (formgrader shows their sum,
+nbgrader's score before the penalty); empty in a row graded before this column was written."""
 CHECK_COLUMNS = ["student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated",
                  "stopped"]
 """checks.csv: each check of each notebook (its test cell's grade id, the exercise key, visible or hidden), whether it
@@ -63,8 +65,8 @@ def _cell_scores(text: str) -> dict[str, float]:
 
 
 def _csv_row(row: dict) -> dict:
-    values = {**{k: row[k] for k in CSV_COLUMNS if k not in ("cells", "flags")}, "flags": ";".join(row["flags"]),
-              "cells": _cells_text(row["cell_scores"])}
+    values = {**{k: row.get(k, "") for k in CSV_COLUMNS if k not in ("cells", "flags")},
+              "flags": ";".join(row["flags"]), "cells": _cells_text(row["cell_scores"])}
     return {k: _cell(v) for k, v in values.items()}
 
 
@@ -97,8 +99,9 @@ def _write_dicts(path: Path, columns: list[str], rows: list[dict]) -> None:
 
 
 def refresh_scores(path: Path, db_url: str) -> int:
-    """Bring ``grades.csv`` at ``path`` in step with the gradebook: each row's score (after the late penalty) and
-    cells as nbgrader holds them now, scores given by hand in formgrader included. Returns the rows changed."""
+    """Bring ``grades.csv`` at ``path`` in step with the gradebook: each row's score (after the late penalty), the
+    penalty and the cells as nbgrader holds them now, scores given by hand in formgrader included. Returns the rows
+    changed."""
     from .collection import exportable_id
     from .gradebook import recorded
 
@@ -113,10 +116,10 @@ def refresh_scores(path: Path, db_url: str) -> int:
     for row, cells in graded:
         if (entry := held.get((row["student_id"], row["assignment"]))) is None:
             continue
-        score, cells = entry.final_score, _cells_text(entry.cell_scores(cells))
-        if float(row["score"]) != score or cells != row["cells"]:
+        score, penalty, cells = str(entry.final_score), str(entry.taken_off), _cells_text(entry.cell_scores(cells))
+        if (row["score"], row.get("late_penalty"), row["cells"]) != (score, penalty, cells):
             changed += 1
-            row.update(score=str(score), cells=cells)  # as grading writes it: 10.0, 8.5
+            row.update(score=score, late_penalty=penalty, cells=cells)  # as grading writes them: 10.0, 8.5
     if changed:
         _write_dicts(path, CSV_COLUMNS, rows)
     return changed

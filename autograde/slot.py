@@ -110,7 +110,7 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
     student, assignment = task["student_id"], task["assignment"]
     staged = write_executed(staging, student, assignment, cells, results).parent
     stage_files(staging, student, assignment, task.get("timestamp"), task.get("secret"))
-    score, flags, errors = sum(scores.values()), set(flags), []
+    score, penalty, flags, errors = sum(scores.values()), 0.0, set(flags), []
     try:
         entry = recorder.record(student, assignment, flags, task.get("path"))  # None for an id `exportable_id` refuses
     finally:  # the staging folder holds one submission at a time: nbgrader finds no one else's there
@@ -121,6 +121,7 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
         flags.add("gradebook-error" if exportable_id(student) else "unexportable-student-id")
     else:
         score, scores = entry.final_score, entry.cell_scores(scores)  # nbgrader's, with the scores given by hand
+        penalty = entry.taken_off
         if entry.seconds_late > 0:
             flags.add("late")
         try:
@@ -130,8 +131,8 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
             errors.append(f"feedback-error: {traceback.format_exc()}")
     code = {c.grade_id: c.source for c in cells if c.kind == "student" and c.grade_id}
     return {"student_id": student, "assignment": assignment, "notebook": assignment, "score": score,
-            "max_score": max_score(cells), "flags": sorted(flags), "cell_scores": scores, "code": code,
-            "checks": list(checks), "errors": errors}
+            "max_score": max_score(cells), "late_penalty": penalty, "flags": sorted(flags), "cell_scores": scores,
+            "code": code, "checks": list(checks), "errors": errors}
 
 
 def unscored_row(task: dict, cells: list[GradedCell], flag: str, problem: str, staging: Path, recorder: Recorder) -> dict:

@@ -88,6 +88,16 @@ def test_the_instructors_late_policy_sets_the_score_the_class_keeps_after_a_regr
     assert "late" in rows["dave"]["flags"].split(";")
 
 
+def test_grades_csv_says_what_the_late_policy_took_off_and_formgrader_shows_the_score_before_it(day):
+    root, _ = day
+    rows = _grades(root)
+    with Gradebook(f"sqlite:///{root}/gradebook.db") as gb:  # what formgrader's table shows, per student
+        shown = {student: gb.find_submission(A, student).score for student in rows}
+    assert float(rows["dave"]["late_penalty"]) > 0 and float(rows["alice"]["late_penalty"]) == 0
+    for student, row in rows.items():
+        assert float(row["score"]) + float(row["late_penalty"]) == pytest.approx(shown[student]), student
+
+
 def test_grading_a_few_again_with_the_class_times_counts_the_others_times_and_names_no_one(day):
     _, said = day
     assert "times.csv: 4 times of students graded before, not in this run" in said
