@@ -53,6 +53,7 @@ def test_bench_cli_runs_on_cpu_and_prints_json_last():
     assert summary["ratio_vs_torch"] == pytest.approx(summary["tokens_per_s"] / summary["torch_tokens_per_s"])
 
 
+@pytest.mark.slow
 def test_the_profile_says_where_tfm_refs_step_spends_its_time(tmp_path, capsys):
     profile = tmp_path / "profile.txt"
     bench.main(["--tiny", "--device", "cpu", "--no-compile", "--profile", str(profile)])

@@ -193,6 +193,7 @@ def test_a_step_that_returns_its_loss_as_a_tensor_is_told_to_return_a_float():
     assert "should return the loss as a Python float (loss.item()), got tensor of shape ()" in report.message
 
 
+@pytest.mark.slow
 def test_a_loop_that_feeds_the_decoder_only_its_newest_token_fails_on_every_seed():
     newest_only = _greedy_variant(newest_only_uncached=True)  # on a model that repeats one token, it passed
     for seed in range(40):

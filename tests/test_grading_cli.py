@@ -137,6 +137,7 @@ def hostile_class(tmp_path_factory, released_course):
         return {row["student_id"]: row for row in csv.DictReader(f)}, course
 
 
+@pytest.mark.slow
 def test_one_students_hoard_costs_their_row_and_everyone_else_is_graded(hostile_class):
     rows, _ = hostile_class
     assert set(rows) == {"honest", "forger", "mallory;'=1+1", "hoarder"}
@@ -144,6 +145,7 @@ def test_one_students_hoard_costs_their_row_and_everyone_else_is_graded(hostile_
     assert float(rows["honest"]["score"]) == float(rows["honest"]["max_score"]) == 10
 
 
+@pytest.mark.slow
 def test_a_forged_early_timestamp_is_late_by_the_instructors_record(hostile_class):
     rows, course = hostile_class
     assert "late" in rows["forger"]["flags"].split(";") and float(rows["forger"]["score"]) == 0
@@ -152,6 +154,7 @@ def test_a_forged_early_timestamp_is_late_by_the_instructors_record(hostile_clas
         assert gb.find_submission(A, "forger").timestamp == datetime(2026, 11, 21, 9, 0)
 
 
+@pytest.mark.slow
 def test_a_formula_for_a_name_keeps_its_score_out_of_the_gradebook(hostile_class):
     rows, course = hostile_class
     row = rows["mallory;'=1+1"]
