@@ -7,6 +7,14 @@ import pytest
 import torch
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's PyTorch takes its share of the cores: two workers of two threads each on two
+    cores spend their time waiting on one another."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
