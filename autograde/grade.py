@@ -274,8 +274,7 @@ def before_grading(root: Path, db: str | None, out: Path, limits: Limits) -> lis
     that the nbgrader config's ``c.Execute.timeout`` (nbgrader's kernel's) is not the cell timeout."""
     config = nbgrader_config(db, root)
     notes = []
-    configured = nbgrader_config(None, root).CourseDirectory.db_url
-    if db is not None and db != configured:
+    if db is not None and db != (configured := _gradebook(root, None)):
         notes.append(f"note: formgrader and nbgrader's commands without --db read {configured}, not {db}: to see "
                      "this run there, name it in autograde/nbgrader_config.py (c.CourseDirectory.db_url)")
     if out.resolve() != root.resolve() and db is None:

@@ -65,8 +65,8 @@ def _cell_scores(text: str) -> dict[str, float]:
 
 
 def _csv_row(row: dict) -> dict:
-    values = {**{k: row.get(k, "") for k in CSV_COLUMNS if k not in ("cells", "flags")},
-              "flags": ";".join(row["flags"]), "cells": _cells_text(row["cell_scores"])}
+    values = {**{k: row[k] for k in CSV_COLUMNS if k not in ("cells", "flags")}, "flags": ";".join(row["flags"]),
+              "cells": _cells_text(row["cell_scores"])}
     return {k: _cell(v) for k, v in values.items()}
 
 
@@ -116,13 +116,22 @@ def refresh_scores(path: Path, db_url: str) -> int:
     for row, cells in graded:
         if (entry := held.get((row["student_id"], row["assignment"]))) is None:
             continue
-        score, penalty, cells = str(entry.final_score), str(entry.taken_off), _cells_text(entry.cell_scores(cells))
-        if (row["score"], row.get("late_penalty"), row["cells"]) != (score, penalty, cells):
+        cells = _cells_text(entry.cell_scores(cells))
+        if not (_is(row["score"], entry.final_score) and _is(row.get("late_penalty"), entry.taken_off)
+                and cells == row["cells"]):
             changed += 1
-            row.update(score=score, late_penalty=penalty, cells=cells)  # as grading writes them: 10.0, 8.5
+            row.update(score=str(entry.final_score), late_penalty=str(entry.taken_off), cells=cells)  # 10.0, 8.5
     if changed:
         _write_dicts(path, CSV_COLUMNS, rows)
     return changed
+
+
+def _is(text: str | None, value: float) -> bool:
+    """Does a CSV value say ``value`` (``10`` and ``10.0`` alike; an empty or missing value says nothing)?"""
+    try:
+        return float(text) == value
+    except (TypeError, ValueError):
+        return False
 
 
 def _read_dicts(path: Path) -> list[dict]:

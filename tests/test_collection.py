@@ -161,7 +161,7 @@ def test_a_file_that_is_not_a_zip_is_a_clear_error(tmp_path):
 
 
 def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(tmp_path):
-    rows = [{"student_id": name, "assignment": A, "notebook": A, "score": 1.0, "max_score": 2.0,
+    rows = [{"student_id": name, "assignment": A, "notebook": A, "score": 1.0, "max_score": 2.0, "late_penalty": 0.0,
              "flags": ["=cmd|' /C calc'!A0"], "cell_scores": {"x": 1.0}}
             for name in ("=HYPERLINK(\"http://x\")", "+1", "-1", "@SUM(A1)", "plain")]
     write_csv(tmp_path / "grades.csv", rows)
@@ -175,7 +175,7 @@ def test_a_spreadsheet_that_splits_on_semicolons_runs_no_cell_either(tmp_path):
     """Where ';' is the list separator (German or French Excel), a comma-separated file is split at each ';'
     whatever the quotes: a student id or flag with ';=' would start a cell with a formula there."""
     rows = [{"student_id": "mallory;=1+1", "assignment": A, "notebook": A, "score": 1.0, "max_score": 2.0,
-             "flags": ["x;@SUM(A1)", "y"], "cell_scores": {"a": 1.0, "b": 0.5}}]
+             "late_penalty": 0.0, "flags": ["x;@SUM(A1)", "y"], "cell_scores": {"a": 1.0, "b": 0.5}}]
     write_csv(tmp_path / "grades.csv", rows)
     with (tmp_path / "grades.csv").open() as f:
         cells = [cell for line in csv.reader(f, delimiter=";") for cell in line]
@@ -192,7 +192,7 @@ def test_a_student_folder_whose_name_is_not_text_still_gets_its_row(tmp_path):
     os.makedirs(os.fsencode(tmp_path / "class") + b"/b\xffd/" + A.encode())
     subs = find_submissions(tmp_path / "class", [A], LIMIT)
     rows = [{"student_id": s.student_id, "assignment": A, "notebook": A, "score": 0.0, "max_score": 2.0,
-             "flags": [f"similar-to:{s.student_id}"], "cell_scores": {}} for s in subs]
+             "late_penalty": 0.0, "flags": [f"similar-to:{s.student_id}"], "cell_scores": {}} for s in subs]
     write_csv(tmp_path / "grades.csv", rows)
     with (tmp_path / "grades.csv").open(encoding="utf-8") as f:
         written = list(csv.DictReader(f))

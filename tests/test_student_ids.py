@@ -69,7 +69,7 @@ def test_no_cell_of_grades_csv_runs_in_a_spreadsheet_however_it_splits(graded):
 
 
 def test_a_cell_after_a_line_break_or_a_comma_is_text_too(tmp_path):
-    rows = [{"student_id": name, "assignment": A, "notebook": A, "score": 1.0, "max_score": 2.0,
+    rows = [{"student_id": name, "assignment": A, "notebook": A, "score": 1.0, "max_score": 2.0, "late_penalty": 0.0,
              "flags": ["unexportable-student-id"], "cell_scores": {}}
             for name in ("line\n=1+1", "cr\r@SUM(A1)", "x,-1", "a;\r=1")]
     write_csv(tmp_path / "grades.csv", rows)
