@@ -1,37 +1,15 @@
 """``python -m autograde grade SUBMISSIONS [--out OUT]``: grade a class, nbgrader's way.
 
-SUBMISSIONS is a folder or a .zip: nbgrader's ``<student_id>/<assignment>/<assignment>.ipynb``, as ``nbgrader
-collect`` leaves ``submitted/``, or an LMS's download (Canvas, Moodle, Blackboard; `autograde.collection.collect`,
-`autograde.lms`). Input that holds no submission, is laid out otherwise or mixes layouts grades nothing and
-changes nothing (`GradingError`, one line: what was expected, what was found). Each notebook is graded by
-one of ``jobs`` trusted slot processes (`autograde.pool`, `autograde.slot`), or of a Dask cluster's workers'
-(``scheduler``, `autograde.cluster`): its cells run in a
-fresh sandboxed runner, its checks in the slot. Then, in the slot, nbgrader's own autograde step
-records the grades, timestamps and late penalties in the gradebook (`autograde.autograded`; a score or comment
-given by hand in formgrader stays, as nbgrader keeps it) and the feedback page is written where nbgrader's
-generate_feedback puts it (`autograde.feedback`). OUT (the course root by default, where formgrader and
-``nbgrader release_feedback`` look; the gradebook is the course's whatever OUT is, unless ``db_url`` names
-another) receives
-
-    OUT/autograded/<student_id>/<assignment>/<assignment>.ipynb   the notebook as it ran, for formgrader
-    OUT/feedback/<student_id>/<assignment>/<assignment>.html      the page the student gets
-    OUT/grades.csv                                                student_id, assignment, notebook, score, max_score, flags, per-cell scores
-    OUT/checks.csv                                                one row per check made: what it found (`CHECK_COLUMNS`)
-    OUT/grader-errors.log                                         the grader's own failures (grader-error…), with tracebacks
-    OUT/grading-record.json                                       each row's solution cells and flags, for the next run
-
-A run's rows are merged into the class's (`autograde.records`): they replace the rows of the same (student,
-assignment) and everyone else's stay; near copies (``similar-to:<student>@<cell>``) are looked for across the
-class's latest submissions, this run's and the earlier ones'.
-
-``score`` is after nbgrader's late penalty (a late submission has the flag ``late``), computed from the time
-the instructor's ``submitted_at`` file gives (an LMS export: `autograde.submission_times.read_submission_times`) or
-the download's names (Blackboard's attempt), else from the student's own ``timestamp.txt``, flagged
-``time-unverified`` (`autograde.submission_times.settle_times`). Every
-submission gets a row scored against the assignment's real maximum, whatever it holds; if the
-gradebook cannot be opened (or is a new SQLite file for a class graded into another), or the sandbox cannot start
-at all, nothing is graded and
-`GradingError` says why.
+SUBMISSIONS is a folder or a .zip in nbgrader's layout or an LMS's (`autograde.collection`); input that holds no
+submission grades nothing and changes nothing (`GradingError`, one line). Each notebook is graded by one of
+``jobs`` trusted slots (`autograde.pool`, `autograde.slot`) or a Dask cluster's workers (`autograde.cluster`):
+its cells run in a fresh sandboxed runner, its checks in the slot, which then records it in the gradebook
+through nbgrader's own autograde step (`autograde.autograded`) and writes its feedback page
+(`autograde.feedback`). OUT (the course root by default) receives nbgrader's ``autograded/`` and ``feedback/``
+folders and the class's records (`autograde.records`: grades.csv, checks.csv, grader-errors.log,
+grading-record.json), into which this run's rows are merged; near copies are looked for across the class's
+latest submissions. What each file holds, and the times the late policy uses: autograde/README.md and
+docs/instructor.md.
 """
 from __future__ import annotations
 
