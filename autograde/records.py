@@ -14,9 +14,8 @@ from pathlib import Path
 from .collection import shown
 from .similarity import is_similarity
 
-__all__ = ["CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD", "ClassRecords", "write_csv", "write_checks",
-           "refresh_scores",
-           "write_errors", "as_written"]
+__all__ = ["CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD", "ClassRecords", "write_csv", "refresh_scores",
+           "write_errors", "as_written", "unescaped", "write_atomically"]
 
 CSV_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score", "late_penalty", "flags", "cells"]
 """grades.csv: the score after the late penalty, and the points the penalty took off (formgrader shows their sum,
@@ -30,7 +29,10 @@ ERRORS_LOG = "grader-errors.log"
 RECORD = "grading-record.json"
 RECORD_VERSION = 1
 
-_FORMULA_START = re.compile(r"(?:^|(?<=[;,\r\n]))(?=[=+\-@\t\r])")
+_CELL_START = r"(?:^|(?<=[;,\r\n]))"  # where a spreadsheet may start a cell: the start, after ; , or a line break
+_FORMULA = r"(?=[=+\-@\t\r])"  # before a character that starts a formula
+_FORMULA_START = re.compile(_CELL_START + _FORMULA)
+_QUOTED_FORMULA = re.compile(_CELL_START + "'" + _FORMULA)
 
 
 def _cell(value: object) -> object:
@@ -39,12 +41,17 @@ def _cell(value: object) -> object:
     return _FORMULA_START.sub("'", value) if isinstance(value, str) else value
 
 
+def unescaped(value: str) -> str:
+    """A value `_cell` escaped, as it was before (for those who read the CSVs back: the class report)."""
+    return _QUOTED_FORMULA.sub("", value)
+
+
 def as_written(text: str) -> str:
     """``text`` as `write_csv` writes it: escaped (`_cell`), a lone surrogate (a non-UTF-8 name) as its code."""
     return _cell(text).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _replace(path: Path, write, mode: int = 0o644) -> None:
+def write_atomically(path: Path, write, mode: int = 0o644) -> None:
     """Write ``path`` atomically: through ``write(file)`` into a file beside it (``mode``), then moved into place."""
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)  # a run that died left it, perhaps with another mode
@@ -65,9 +72,8 @@ def _cell_scores(text: str) -> dict[str, float]:
 
 
 def _csv_row(row: dict) -> dict:
-    values = {**{k: row[k] for k in CSV_COLUMNS if k not in ("cells", "flags")}, "flags": ";".join(row["flags"]),
-              "cells": _cells_text(row["cell_scores"])}
-    return {k: _cell(v) for k, v in values.items()}
+    values = {**row, "flags": ";".join(row["flags"]), "cells": _cells_text(row["cell_scores"])}
+    return {k: _cell(values[k]) for k in CSV_COLUMNS}
 
 
 def _check_rows(row: dict) -> list[dict]:
@@ -85,17 +91,12 @@ def write_csv(path: Path, rows: list[dict]) -> None:
     _write_dicts(path, CSV_COLUMNS, [_csv_row(row) for row in rows])
 
 
-def write_checks(path: Path, rows: list[dict]) -> None:
-    """``checks.csv`` of ``rows``' checks, replacing what is there."""
-    _write_dicts(path, CHECK_COLUMNS, [check for row in rows for check in _check_rows(row)])
-
-
 def _write_dicts(path: Path, columns: list[str], rows: list[dict]) -> None:
     def write(f):
         writer = csv.DictWriter(f, columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    _replace(path, write)
+    write_atomically(path, write)
 
 
 def refresh_scores(path: Path, db_url: str) -> int:
@@ -185,51 +186,53 @@ class ClassRecords:
 
     def class_rows(self, rows: list[dict]) -> list[dict]:
         """The rows similarity is computed over: this run's ``rows`` and everyone else's latest."""
-        graded = {(r["student_id"], r["assignment"]) for r in rows}
+        graded = {_submission(r) for r in rows}
         kept = [{"student_id": s, "assignment": a, "code": entry["code"]}
                 for (s, a), entry in self.record.items() if (s, a) not in graded]
         return [*rows, *kept]
 
     def merge(self, rows: list[dict], similar: dict[tuple[str, str], set[str]]) -> None:
         """Put this run's ``rows`` in, give each row its ``similar-to:`` flags from ``similar``, write OUT's files."""
+        def with_similarity(flags: list[str], key: tuple[str, str]) -> list[str]:
+            return sorted({*(f for f in flags if not is_similarity(f)), *similar.get(key, ())})
+
+        graded = {_submission(r) for r in rows}
         for row in rows:
-            row["flags"] = sorted({*(f for f in row["flags"] if not is_similarity(f)),
-                                   *similar.get((row["student_id"], row["assignment"]), ())})
-        graded = {(r["student_id"], r["assignment"]) for r in rows}
-        written = {(as_written(s), as_written(a)): (s, a) for s, a in graded}
+            row["flags"] = with_similarity(row["flags"], _submission(row))
+            self.record[_submission(row)] = {"code": row.get("code", {}), "flags": row["flags"]}
         # everyone else's rows stay; the flags of those the record has are theirs again, with today's similarity
         for key, entry in self.record.items():
             if key not in graded and key in similar:  # (an assignment gone from the course keeps what it had)
-                entry["flags"] = sorted({*(f for f in entry["flags"] if not is_similarity(f)), *similar.get(key, ())})
-        by_written = {(as_written(s), as_written(a)): entry for (s, a), entry in self.record.items()}
+                entry["flags"] = with_similarity(entry["flags"], key)
+        written = {(as_written(s), as_written(a)) for s, a in graded}
+        flags = {(as_written(s), as_written(a)): entry["flags"] for (s, a), entry in self.record.items()}
         grades = []
         for old in self.grades:
-            key = (old.get("student_id", ""), old.get("assignment", ""))
-            if key in written:
-                continue
-            if key in by_written:
-                old = {**old, "flags": _cell(";".join(by_written[key]["flags"]))}
-            grades.append(old)
+            key = _submission(old)
+            if key not in written:
+                grades.append({**old, "flags": _cell(";".join(flags[key]))} if key in flags else old)
         grades += [_csv_row(row) for row in rows]
-        grades.sort(key=lambda r: (r.get("student_id", ""), r.get("assignment", "")))
-        checks = [c for c in self.checks if (c.get("student_id", ""), c.get("assignment", "")) not in written]
+        grades.sort(key=_submission)
+        checks = [c for c in self.checks if _submission(c) not in written]
         checks += [check for row in rows for check in _check_rows(row)]
-        checks.sort(key=lambda r: (r.get("student_id", ""), r.get("assignment", "")))  # stable: a notebook's order
-        for row in rows:
-            self.record[(row["student_id"], row["assignment"])] = {"code": row.get("code", {}), "flags": row["flags"]}
+        checks.sort(key=_submission)  # stable: a notebook's order
         self._write_record()
         _write_dicts(self.out / "grades.csv", CSV_COLUMNS, grades)
         _write_dicts(self.out / "checks.csv", CHECK_COLUMNS, checks)
-        self._write_errors(rows)
+        graded_as_shown = {(shown(s), a) for s, a in graded}
+        write_errors(self.out / ERRORS_LOG, rows,
+                     {key: text for key, text in self.errors.items() if key not in graded_as_shown})
 
     def _write_record(self) -> None:
         entries = [{"student_id": s, "assignment": a, **entry} for (s, a), entry in sorted(self.record.items())]
+        record = {"version": RECORD_VERSION, "rows": entries}
         # the students' code: for the instructor only
-        _replace(self.out / RECORD, lambda f: json.dump({"version": RECORD_VERSION, "rows": entries}, f), 0o600)
+        write_atomically(self.out / RECORD, lambda f: json.dump(record, f), 0o600)
 
-    def _write_errors(self, rows: list[dict]) -> None:
-        graded = {(shown(r["student_id"]), r["assignment"]) for r in rows}
-        write_errors(self.out / ERRORS_LOG, rows, {key: text for key, text in self.errors.items() if key not in graded})
+
+def _submission(row: dict) -> tuple[str, str]:
+    """A row's (student_id, assignment): the submission whose rows a run replaces."""
+    return row.get("student_id", ""), row.get("assignment", "")
 
 
 def write_errors(path: Path, rows: list[dict], kept: dict[tuple[str, str], str] | None = None) -> None:
@@ -237,15 +240,12 @@ def write_errors(path: Path, rows: list[dict], kept: dict[tuple[str, str], str] 
     sections = dict(kept or {})
     failed = [r for r in rows if r.get("errors")]
     for r in failed:
-        sections[(shown(r["student_id"]), r["assignment"])] = (
-            f"== {shown(r['student_id'])} / {r['assignment']}\n" + "\n".join(r["errors"]) + "\n")
+        student, assignment = shown(r["student_id"]), r["assignment"]
+        sections[(student, assignment)] = f"== {student} / {assignment}\n" + "\n".join(r["errors"]) + "\n"
     if not sections:
         path.unlink(missing_ok=True)
         return
-    _replace(path, lambda f: f.write("".join(text for _, text in sorted(sections.items()))))
+    write_atomically(path, lambda f: f.write("".join(text for _, text in sorted(sections.items()))))
     if failed:
-        print(f"the grader failed on {_count(len(failed), 'notebook')}: the tracebacks are in {path}", file=sys.stderr)
-
-
-def _count(n: int, thing: str) -> str:
-    return f"{n} {thing}{'' if n == 1 else 's'}"
+        notebooks = f"{len(failed)} notebook{'' if len(failed) == 1 else 's'}"
+        print(f"the grader failed on {notebooks}: the tracebacks are in {path}", file=sys.stderr)
