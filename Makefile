@@ -15,6 +15,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q -r requirements.txt
+	install -D -m 644 autograde/jupyter_server_config.d/autograde.json $(VENV)/etc/jupyter/jupyter_server_config.d/autograde.json
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,9 +1,10 @@
 """Formgrader for this course, as an instructor uses it: ``jupyter lab`` started at the course root finds the
 course (the root's nbgrader_config.py), shows every submission graded from a zip (copied into ``submitted/``) with
-its score, flags what the grader flagged with the reason, opens the notebooks its links name, refuses its
-Autograde button (which would run the students' code outside the sandbox) and makes the course's feedback page.
-The helpers behind it (`autograde.autograded.keep_submission`, `grader_note`, `SandboxOnly`) are tested alone
-first."""
+its score after the late penalty (`autograde.formgrader`), as grades.csv gives it, on every page that shows one;
+flags what the grader flagged with the reason, opens the notebooks its links name, refuses its Autograde button
+(which would run the students' code outside the sandbox) and makes the course's feedback page. The helpers behind
+it (`autograde.autograded.keep_submission`, `grader_note`, `SandboxOnly`, `autograde.formgrader.FinalScores`) are
+tested alone first."""
 from __future__ import annotations
 
 import contextlib
@@ -22,8 +23,9 @@ import pytest
 
 from autograde.autograded import UNFLAGGED, Recorder, SandboxOnly, grader_note, keep_submission
 from autograde.classroom import make_course, solved_notebook, write_submission
-from autograde.course import nbgrader_config
+from autograde.course import CONFIG_NAME, nbgrader_config
 from autograde.feedback import GRADER_NOTE, feedback_path
+from autograde.formgrader import FinalScores
 from site_browser import browser, wait  # noqa: F401 (fixture)
 
 A = "ch01_attention"
@@ -31,6 +33,19 @@ BIN = Path(sys.executable).parent
 TOKEN = "formgrader-test-token"
 UNSTABLE = "def softmax(x, dim=-1):\n    e = torch.exp(x)\n    return e / e.sum(dim=dim, keepdim=True)"
 DELEGATES = "def softmax(x, dim=-1):\n    return torch.softmax(x, dim=dim)"
+# A late policy of the instructor's own (docs/instructor.md, "Release") that takes a part, so that a score after it
+# is neither the one before it nor 0
+QUARTER_OFF = '''
+from nbgrader.plugins import LateSubmissionPlugin
+
+
+class QuarterOff(LateSubmissionPlugin):
+    def late_submission_penalty(self, student_id, score, total_seconds):
+        return 0.25 * score if total_seconds > 0 else 0.0
+
+
+c.AssignLatePenalties.plugin_class = QuarterOff
+'''
 STUDENTS = {  # student -> (answers, when the LMS says it was handed in; due 2026-11-20 17:00 UTC)
     "ontime": ({}, "2026-11-20 16:59:00"),
     "late": ({}, "2026-11-21 09:00:00"),
@@ -124,7 +139,9 @@ def _nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:
 def graded(tmp_path_factory, released_course):
     """A class handed in as a zip, with the LMS's times, graded into the course root; its grades.csv rows."""
     tmp = tmp_path_factory.mktemp("formgrader")
-    root = released_course(tmp / "course", [A], late_penalty="zero")
+    root = released_course(tmp / "course", [A])
+    with (root / "autograde" / CONFIG_NAME).open("a") as config:
+        config.write(QUARTER_OFF)
     _nbgrader(root, "db", "assignment", "add", A, "--duedate=2026-11-20 17:00:00 UTC")
     for student, (answers, _) in STUDENTS.items():
         write_submission(tmp / "class", student, A, solved_notebook(A, answers, root))
@@ -136,6 +153,36 @@ def graded(tmp_path_factory, released_course):
     assert result.returncode == 0, result.stderr[-3000:]
     with (root / "grades.csv").open() as f:
         return root, tmp / "class", {row["student_id"]: row for row in csv.DictReader(f)}
+
+
+def _before_penalty(row: dict) -> float:
+    """nbgrader's score of a grades.csv row: its cells' points added up, before the late penalty."""
+    return sum(float(cell.split("=")[1]) for cell in row["cells"].split(";"))
+
+
+@pytest.mark.slow
+def test_final_scores_give_grades_csvs_score_where_nbgraders_api_gives_the_one_before_the_penalty(graded):
+    from nbgrader.apps.api import NbGraderAPI
+
+    root, _, rows = graded
+    final, config = {s: float(row["score"]) for s, row in rows.items()}, nbgrader_config(root=root)
+    taken = {s: float(row["late_penalty"]) for s, row in rows.items()}
+    assert 0 < final["late"] < _before_penalty(rows["late"]) and sum(taken.values()) == taken["late"]
+    ours, nbgraders = FinalScores(config=config), NbGraderAPI(config=config)
+    for api, off in ((ours, dict.fromkeys(final, 0.0)), (nbgraders, taken)):  # nbgrader's adds the penalty back
+        expected = pytest.approx({s: final[s] + off[s] for s in final})
+        assert {x["student"]: x["score"] for x in api.get_submissions(A)} == expected
+        assert {s: api.get_submission(A, s)["score"] for s in final} == expected
+        assert {s: x["score"] for s in final for x in api.get_student_submissions(s)} == expected  # one assignment
+        assert {x["student"]: x["score"] for x in api.get_notebook_submissions(A, A)} == expected
+        assert {s: x["score"] for s in final for x in api.get_student_notebook_submissions(s, A)} == expected
+        assert {s: api.get_student(s)["score"] for s in final} == expected
+        assert {x["id"]: x["score"] for x in api.get_students()} == expected
+        mean = pytest.approx(sum(final[s] + off[s] for s in final) / len(final))
+        assert api.get_assignment(A)["average_score"] == mean and api.get_assignments()[0]["average_score"] == mean
+        assert [x["average_score"] for x in api.get_notebooks(A)] == [mean]
+    # the parts of a score stay nbgrader's: the code cells' points, as grades.csv's cells give them
+    assert ours.get_submission(A, "late")["code_score"] == pytest.approx(_before_penalty(rows["late"]))
 
 
 def _free_port() -> int:
@@ -174,6 +221,16 @@ def jupyter_lab(root: Path, home: Path):
         log.close()
 
 
+@pytest.fixture(scope="module")
+def lab(graded, tmp_path_factory):
+    """`jupyter_lab` at the graded course's root, with the extensions its environment enables: its URL."""
+    home = tmp_path_factory.mktemp("lab")
+    with jupyter_lab(graded[0], home) as url:
+        assert "autograde.formgrader: formgrader shows every score after the late penalty" in \
+            (home / "jupyter.log").read_text(), "autograde.formgrader is not enabled here: `make setup` enables it"
+        yield url
+
+
 def _text(driver) -> str:
     return driver.find_element("tag name", "body").text
 
@@ -187,7 +244,7 @@ def _rows(driver, cell: str) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_formgrader_at_the_course_root_shows_the_class_and_its_links_work(graded, browser, tmp_path):  # noqa: F811
+def test_formgrader_at_the_course_root_shows_the_class_and_its_links_work(graded, lab, browser, tmp_path):  # noqa: F811
     root, class_folder, rows = graded
     # what nbgrader's collect would have left: the notebooks as handed in, with the LMS's times
     for student in STUDENTS:
@@ -195,71 +252,104 @@ def test_formgrader_at_the_course_root_shows_the_class_and_its_links_work(graded
         assert (folder / f"{A}.ipynb").read_bytes() == (class_folder / student / A / f"{A}.ipynb").read_bytes()
         assert (folder / "timestamp.txt").read_text().startswith(STUDENTS[student][1])
     autograded = {s: (root / "autograded" / s / A / f"{A}.ipynb").read_bytes() for s in STUDENTS}
-    raw = {s: sum(float(c.split("=")[1]) for c in rows[s]["cells"].split(";")) for s in STUDENTS}
-    assert float(rows["late"]["score"]) == 0 < raw["late"] and "late" in rows["late"]["flags"]
-    assert "forbidden-call" in rows["delegates"]["flags"]
+    assert "late" in rows["late"]["flags"] and "forbidden-call" in rows["delegates"]["flags"]
 
-    with jupyter_lab(root, tmp_path) as base:
-        browser.get(f"{base}/login?next={quote('/formgrader/manage_assignments')}&token={TOKEN}")
-        # the course's assignment, with every submission counted (they are in submitted/)
-        count = wait(browser, lambda b: b.find_elements("css selector", "td.num-submissions a"))[0]
-        assert count.text == str(len(STUDENTS))
-        edit = browser.find_element("css selector", "td.name a").get_attribute("href")
-        preview = browser.find_element("css selector", "td.preview a").get_attribute("href")
-        browser.save_screenshot(str(tmp_path / "manage_assignments.png"))
-        # its Edit and release links open the source and the released notebook in the server, no 404
-        for link, shows in ((edit, f"{A}.md"), (preview, f"{A}.ipynb")):
-            browser.get(link)
-            wait(browser, lambda b: shows in _text(b))  # noqa: B023
-            assert "404" not in browser.title
+    browser.get(f"{lab}/login?next={quote('/formgrader/manage_assignments')}&token={TOKEN}")
+    # the course's assignment, with every submission counted (they are in submitted/)
+    count = wait(browser, lambda b: b.find_elements("css selector", "td.num-submissions a"))[0]
+    assert count.text == str(len(STUDENTS))
+    edit = browser.find_element("css selector", "td.name a").get_attribute("href")
+    preview = browser.find_element("css selector", "td.preview a").get_attribute("href")
+    browser.save_screenshot(str(tmp_path / "manage_assignments.png"))
+    # its Edit and release links open the source and the released notebook in the server, no 404
+    for link, shows in ((edit, f"{A}.md"), (preview, f"{A}.ipynb")):
+        browser.get(link)
+        wait(browser, lambda b: shows in _text(b))  # noqa: B023
+        assert "404" not in browser.title
 
-        # every graded submission with its score: nbgrader's, before the late penalty
-        browser.get(f"{base}/formgrader/manage_submissions/{A}")
-        wait(browser, lambda b: len(_rows(b, "return row.querySelector('.score').textContent")) == len(STUDENTS))
-        scores = _rows(browser, "return row.querySelector('.score').textContent.trim()")
-        assert scores == {s: f"{raw[s]:g} / 10" for s in STUDENTS}
-        assert set(_rows(browser, "return row.querySelector('.status').textContent")) == set(STUDENTS)
-        # the Autograde button refuses: it would run the student's code outside the sandbox
-        browser.execute_script(
-            "for (const row of document.querySelectorAll('tbody tr'))"
-            "  if (row.querySelector('.student-id').textContent.trim() === 'unstable') row.querySelector('.autograde a').click();")
-        modal = wait(browser, lambda b: [m for m in b.find_elements("css selector", "#error-modal") if m.is_displayed()])[0]
-        assert "python -m autograde grade" in modal.text
-        browser.save_screenshot(str(tmp_path / "autograde_refused.png"))
-        assert {s: (root / "autograded" / s / A / f"{A}.ipynb").read_bytes() for s in STUDENTS} == autograded
-        # its Generate Feedback button writes the page `grade` wrote: the course's, one page
-        graded_page = feedback_path(root, "late", A).read_text()
-        feedback_path(root, "late", A).unlink()
-        browser.get(f"{base}/formgrader/manage_submissions/{A}")
-        wait(browser, lambda b: len(_rows(b, "return 1")) == len(STUDENTS))
-        browser.execute_script(
-            "for (const row of document.querySelectorAll('tbody tr'))"
-            "  if (row.querySelector('.student-id').textContent.trim() === 'late') row.querySelector('.generate-feedback a').click();")
-        wait(browser, lambda b: [m for m in b.find_elements("css selector", "#success-modal") if m.is_displayed()])
-        assert feedback_path(root, "late", A).read_text() == graded_page
+    # every graded submission (its score: the next test)
+    browser.get(f"{lab}/formgrader/manage_submissions/{A}")
+    wait(browser, lambda b: len(_rows(b, "return row.querySelector('.score').textContent")) == len(STUDENTS))
+    assert set(_rows(browser, "return row.querySelector('.status').textContent")) == set(STUDENTS)
+    # the Autograde button refuses: it would run the student's code outside the sandbox
+    browser.execute_script(
+        "for (const row of document.querySelectorAll('tbody tr'))"
+        "  if (row.querySelector('.student-id').textContent.trim() === 'unstable') row.querySelector('.autograde a').click();")
+    modal = wait(browser, lambda b: [m for m in b.find_elements("css selector", "#error-modal") if m.is_displayed()])[0]
+    assert "python -m autograde grade" in modal.text
+    browser.save_screenshot(str(tmp_path / "autograde_refused.png"))
+    assert {s: (root / "autograded" / s / A / f"{A}.ipynb").read_bytes() for s in STUDENTS} == autograded
+    # its Generate Feedback button writes the page `grade` wrote: the course's, one page
+    graded_page = feedback_path(root, "late", A).read_text()
+    feedback_path(root, "late", A).unlink()
+    browser.get(f"{lab}/formgrader/manage_submissions/{A}")
+    wait(browser, lambda b: len(_rows(b, "return 1")) == len(STUDENTS))
+    browser.execute_script(
+        "for (const row of document.querySelectorAll('tbody tr'))"
+        "  if (row.querySelector('.student-id').textContent.trim() === 'late') row.querySelector('.generate-feedback a').click();")
+    wait(browser, lambda b: [m for m in b.find_elements("css selector", "#success-modal") if m.is_displayed()])
+    assert feedback_path(root, "late", A).read_text() == graded_page
 
-        # Flagged? as the grader found: late, a forbidden call, near copies of one another (the class shares the
-        # instructor's solutions); a time's source alone flags nothing
-        browser.get(f"{base}/formgrader/gradebook/{A}/{A}")
-        wait(browser, lambda b: len(_rows(b, "return 1")) == len(STUDENTS))
-        flagged = _rows(browser, "return !!row.querySelector('.flagged .glyphicon-flag')")
-        assert flagged == {s: bool(set(rows[s]["flags"].split(";")) - UNFLAGGED - {""}) for s in STUDENTS}
-        assert flagged["late"] and flagged["delegates"]
-        browser.save_screenshot(str(tmp_path / "gradebook_flagged.png"))
-        # the reason, in the first solution cell's comment box, with the score after the late penalty
-        late = _rows(browser, "return row.querySelector('a.name-shown').href")["late"]
-        browser.get(late)
-        box = wait(browser, lambda b: [t for t in b.find_elements("css selector", "textarea#softmax-comment")
-                                       if GRADER_NOTE in (t.get_attribute("placeholder") or "")])[0]
-        note = box.get_attribute("placeholder")  # the first solution cell's, while no comment is typed in
-        assert note.startswith(GRADER_NOTE) and "- late: handed in 16 h after the due date" in note
-        assert f"took 10 points off: {float(rows['late']['score']):g} / 10 after it" in note
-        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
-        browser.save_screenshot(str(tmp_path / "formgrade_note.png"))
-        # "open live notebook": the autograded notebook, in the server
-        live = wait(browser, lambda b: b.find_elements("css selector", "li.live-notebook a.name-hidden[href]"))[0]
-        browser.get(live.get_attribute("href"))
-        wait(browser, lambda b: "def softmax" in _text(b), timeout=60)
-        assert "autograded/late" in browser.current_url
+    # Flagged? as the grader found: late, a forbidden call, near copies of one another (the class shares the
+    # instructor's solutions); a time's source alone flags nothing
+    browser.get(f"{lab}/formgrader/gradebook/{A}/{A}")
+    wait(browser, lambda b: len(_rows(b, "return 1")) == len(STUDENTS))
+    flagged = _rows(browser, "return !!row.querySelector('.flagged .glyphicon-flag')")
+    assert flagged == {s: bool(set(rows[s]["flags"].split(";")) - UNFLAGGED - {""}) for s in STUDENTS}
+    assert flagged["late"] and flagged["delegates"]
+    browser.save_screenshot(str(tmp_path / "gradebook_flagged.png"))
+    # the reason, in the first solution cell's comment box, with the score after the late penalty
+    late = _rows(browser, "return row.querySelector('a.name-shown').href")["late"]
+    browser.get(late)
+    box = wait(browser, lambda b: [t for t in b.find_elements("css selector", "textarea#softmax-comment")
+                                   if GRADER_NOTE in (t.get_attribute("placeholder") or "")])[0]
+    note = box.get_attribute("placeholder")  # the first solution cell's, while no comment is typed in
+    assert note.startswith(GRADER_NOTE) and "- late: handed in 16 h after the due date" in note
+    assert f"took {float(rows['late']['late_penalty']):g} points off: {float(rows['late']['score']):g} / 10 after it" \
+        in note
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
+    browser.save_screenshot(str(tmp_path / "formgrade_note.png"))
+    # "open live notebook": the autograded notebook, in the server
+    live = wait(browser, lambda b: b.find_elements("css selector", "li.live-notebook a.name-hidden[href]"))[0]
+    browser.get(live.get_attribute("href"))
+    wait(browser, lambda b: "def softmax" in _text(b), timeout=60)
+    assert "autograded/late" in browser.current_url
     assert 'content="transformer-piece-by-piece feedback"' in graded_page and GRADER_NOTE not in graded_page
-    assert "Late submission penalty: 10 points taken off" in graded_page
+    assert f"Late submission penalty: {float(rows['late']['late_penalty']):g} points taken off" in graded_page
+
+
+def _scores(driver, url: str, count: int, cell: str = ".score") -> list[float]:
+    """The scores (``a / b``: a) in the ``cell`` column of the table at ``url``, once it has ``count`` rows."""
+    driver.get(url)
+    texts = wait(driver, lambda b: (lambda t: len(t) == count and all(t) and t)(b.execute_script(  # noqa: B023
+        f"return [...document.querySelectorAll('tbody tr {cell}')].map(c => c.textContent.trim())")))
+    return [float(text.split("/")[0]) for text in texts]
+
+
+@pytest.mark.slow
+def test_formgrader_shows_every_score_after_the_late_penalty_as_grades_csv_does(graded, lab, browser):  # noqa: F811
+    root, _, rows = graded
+    final = {s: round(float(row["score"]), 2) for s, row in rows.items()}  # formgrader rounds to 2 places
+    assert 0 < final["late"] < _before_penalty(rows["late"])  # a policy that took a part off
+    browser.get(f"{lab}/login?next={quote('/formgrader')}&token={TOKEN}")
+    formgrader = f"{lab}/formgrader"
+    # an assignment's submissions, and the notebook's
+    for page in (f"manage_submissions/{A}", f"gradebook/{A}/{A}"):
+        _scores(browser, f"{formgrader}/{page}", len(STUDENTS))
+        shown = _rows(browser, "return parseFloat(row.querySelector('.score').textContent.split('/')[0])")
+        assert shown == pytest.approx(final), page
+    # the students, each student's assignments and notebooks (one here)
+    browser.get(f"{formgrader}/manage_students")
+    wait(browser, lambda b: len(b.find_elements("css selector", "tbody tr td.score")) == len(STUDENTS))
+    shown = browser.execute_script("const out = {}; for (const row of document.querySelectorAll('tbody tr'))"
+                                   "  out[row.querySelector('.id').textContent.trim()] ="
+                                   "    parseFloat(row.querySelector('.score').textContent.split('/')[0]);"
+                                   "return out;")
+    assert shown == pytest.approx(final)
+    for student, score in final.items():
+        assert _scores(browser, f"{formgrader}/manage_students/{student}", 1) == pytest.approx([score])
+        assert _scores(browser, f"{formgrader}/manage_students/{student}/{A}", 1) == pytest.approx([score])
+    # the averages: the assignment's and its notebook's
+    mean = round(sum(float(row["score"]) for row in rows.values()) / len(rows), 2)
+    assert _scores(browser, f"{formgrader}/gradebook", 1) == pytest.approx([mean])
+    assert _scores(browser, f"{formgrader}/gradebook/{A}", 1, ".avg-score") == pytest.approx([mean])
