@@ -244,8 +244,9 @@ def grader_note(flags: Iterable[str], seconds_late: float = 0.0, penalty: float 
         if kind == "late":
             text = (f"handed in {_duration(seconds_late)} after the due date. " +
                     (f"The late policy took {penalty:g} point{'s' * (penalty != 1)} off: "
-                     f"{max(score - penalty, 0.0):g} / {max_score:g} after it. Formgrader's scores are before the "
-                     f"penalty; grades.csv, nbgrader export and the feedback page are after it." if penalty
+                     f"{max(score - penalty, 0.0):g} / {max_score:g} after it. Formgrader's lists give that score "
+                     f"when its server has loaded the course's extension autograde.formgrader (docs/instructor.md, "
+                     f"Formgrader), as grades.csv, nbgrader export and the feedback page do." if penalty
                      else "The late policy took nothing off."))
         lines.append(f"- {flag}: {text}")
     if not lines:
