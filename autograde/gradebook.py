@@ -33,7 +33,7 @@ class Recorded:
 
     @property
     def taken_off(self) -> float:
-        """The points the late penalty took off: formgrader shows ``final_score + taken_off``, nbgrader's score."""
+        """The points the late penalty took off: ``final_score + taken_off`` is nbgrader's score, before it."""
         return self.score - self.final_score
 
     def cell_scores(self, graded: dict[str, float]) -> dict[str, float]:

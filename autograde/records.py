@@ -18,8 +18,8 @@ __all__ = ["CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD", "ClassRecords
            "write_errors", "as_written", "unescaped", "write_atomically"]
 
 CSV_COLUMNS = ["student_id", "assignment", "notebook", "score", "max_score", "late_penalty", "flags", "cells"]
-"""grades.csv: the score after the late penalty, and the points the penalty took off (formgrader shows their sum,
-nbgrader's score before the penalty); empty in a row graded before this column was written."""
+"""grades.csv: the score after the late penalty, and the points the penalty took off (their sum is
+nbgrader's score, before the penalty); empty in a row graded before this column was written."""
 CHECK_COLUMNS = ["student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated",
                  "stopped"]
 """checks.csv: each check of each notebook (its test cell's grade id, the exercise key, visible or hidden), whether it
