@@ -15,34 +15,35 @@ import re
 import statistics
 import urllib.parse
 import warnings
-from collections import defaultdict
+from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 from editions.assignments import ROOT
 
+from . import messages
 from .collection import shown as _shown
+from .records import CHECK_COLUMNS, CSV_COLUMNS, unescaped, write_atomically
 
 __all__ = ["ReportError", "Results", "Row", "Check", "read_results", "class_report", "write_report", "languages",
            "CATALOGUE", "TIME_FLAGS", "PAGE_NAME"]
 
 PAGE_NAME = "report.html"
 CATALOGUE = "report"  # locales/<language>/LC_MESSAGES/report.po: the page's words
-TIME_FLAGS = ("late", "time-unverified", "no-timestamp", "bad-timestamp", "lms-late")
+TIME_FLAGS = frozenset({"late", "time-unverified", "no-timestamp", "bad-timestamp", "lms-late"})
 # a notebook that stopped in a cell (`autograde.session`): a checks.csv graded before its `stopped` column was written
 # says no more than these flags of the row, and the report then counts each unnamed failure of the row as stopped
-STOPPED_FLAGS = ("timeout", "crashed", "memory-limit", "bad-reply")
-GRADES_COLUMNS = ("student_id", "assignment", "notebook", "score", "max_score", "flags")
-CHECKS_COLUMNS = ("student_id", "assignment", "cell", "exercise", "hidden", "passed", "mistake", "delegated")
-CHECKS_LATER = ("stopped",)  # columns a checks.csv from an older grader lacks
+STOPPED_FLAGS = frozenset({"timeout", "crashed", "memory-limit", "bad-reply"})
+# the columns of grades.csv and checks.csv (records.py) a file may lack: those the report does not read, and one an
+# older grader did not write (checks.csv's "stopped")
+OPTIONAL_COLUMNS = ("notebook", "late_penalty", "cells", "stopped")
 # the English of the message of a check whose function is still the released stub (`autograde.verdict.failure_message`)
 STUB_MESSAGE = "not written yet — it raises NotImplementedError"
 LISTED = 12  # students named in a cell of a table before "and N more"
 OPEN_TIME_ROWS = 30  # more rows of unverified times than this are folded
-# grade.py writes a cell a spreadsheet would run behind a quote: at the start, or after ; , or a line break
-_FORMULA_QUOTE = re.compile(r"(?:^|(?<=[;,\r\n]))'(?=[=+\-@\t\r])")
 
 
 class ReportError(ValueError):
@@ -57,7 +58,6 @@ class Row:
 
     student: str
     assignment: str
-    notebook: str
     score: float
     max_score: float
     flags: tuple[str, ...]
@@ -65,6 +65,11 @@ class Row:
     @property
     def percent(self) -> float | None:
         return 100 * self.score / self.max_score if self.max_score > 0 else None
+
+    @property
+    def kinds(self) -> set[str]:
+        """What its flags are: ``similar-to`` for ``similar-to:ana``."""
+        return {f.partition(":")[0] for f in self.flags}
 
 
 @dataclass(frozen=True)
@@ -90,24 +95,17 @@ class Results:
     written: datetime  # when grades.csv was written
 
 
-def _unquoted(value: str) -> str:
-    """A value of grade.py's CSVs as it was before it was written as text a spreadsheet does not run."""
-    return _FORMULA_QUOTE.sub("", value)
-
-
-def _read_csv(path: Path, columns: tuple[str, ...], what: str,
-              later: tuple[str, ...] = ()) -> list[tuple[int, dict[str, str]]]:
-    """Each row of ``path`` (its line number, its values unquoted); ``what`` says which file it should be. Columns of
-    ``later`` may be missing (a file written before they were): their values are then ``""``."""
+def _read_csv(path: Path, columns: list[str], what: str) -> list[tuple[int, dict[str, str]]]:
+    """Each row of ``path`` (its line number, its values unescaped); ``what`` says which file it should be. A column
+    of `OPTIONAL_COLUMNS` may be missing: its values are then ``""``."""
     try:
         with path.open(encoding="utf-8-sig", newline="") as f:  # -sig: a file saved again by a spreadsheet
             reader = csv.DictReader(f)
-            missing = [c for c in columns if c not in (reader.fieldnames or ())]
+            missing = [c for c in columns if c not in (reader.fieldnames or ()) and c not in OPTIONAL_COLUMNS]
             if missing:
                 raise ReportError(f"{path} lacks the column(s) {', '.join(missing)}: is it the {what} that "
                                   "`python -m autograde grade` writes?")
-            return [(reader.line_num, {k: _unquoted(row.get(k) or "") for k in (*columns, *later)})
-                    for row in reader]
+            return [(reader.line_num, {k: unescaped(row.get(k) or "") for k in columns}) for row in reader]
     except UnicodeDecodeError:
         raise ReportError(f"{path} is not UTF-8 text: is it the {what} that `python -m autograde grade` writes?") \
             from None
@@ -119,20 +117,20 @@ def _read_csv(path: Path, columns: tuple[str, ...], what: str,
         raise ReportError(f"cannot read {path}: {error.strerror or error}") from None
 
 
-def _number(path: Path, line: int, column: str, text: str) -> float:
+def _number(path: Path, line: int, row: dict[str, str], column: str) -> float:
     try:
-        value = float(text)
+        value = float(row[column])
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise ReportError(f"{path} line {line}: {column} {text!r} is not a number of points")
+        raise ReportError(f"{path} line {line}: {column} {row[column]!r} is not a number of points")
     return value
 
 
-def _flag(path: Path, line: int, column: str, text: str) -> bool:
-    if text not in ("0", "1"):
-        raise ReportError(f"{path} line {line}: {column} is {text!r}, not 0 or 1")
-    return text == "1"
+def _flag(path: Path, line: int, row: dict[str, str], column: str) -> bool:
+    if row[column] not in ("0", "1"):
+        raise ReportError(f"{path} line {line}: {column} is {row[column]!r}, not 0 or 1")
+    return row[column] == "1"
 
 
 def read_results(out: Path) -> Results:
@@ -141,15 +139,14 @@ def read_results(out: Path) -> Results:
     if not grades.is_file():
         raise ReportError(f"no grades.csv in {out}: run `python -m autograde grade SUBMISSIONS --out {out}` first")
     rows, seen = [], set()
-    for line, r in _read_csv(grades, GRADES_COLUMNS, "grades.csv"):
+    for line, r in _read_csv(grades, CSV_COLUMNS, "grades.csv"):
         key = (r["student_id"], r["assignment"])
         if not all(key):
             raise ReportError(f"{grades} line {line}: a row without a student_id or an assignment")
         if key in seen:
             raise ReportError(f"{grades} line {line}: {_shown(key[0])}/{key[1]} has a second row")
         seen.add(key)
-        rows.append(Row(*key, r["notebook"] or r["assignment"], _number(grades, line, "score", r["score"]),
-                        _number(grades, line, "max_score", r["max_score"]),
+        rows.append(Row(*key, _number(grades, line, r, "score"), _number(grades, line, r, "max_score"),
                         tuple(f for f in r["flags"].split(";") if f)))
     if not rows:
         raise ReportError(f"{grades} has no rows: nothing was graded")
@@ -157,39 +154,33 @@ def read_results(out: Path) -> Results:
         raise ReportError(f"no checks.csv in {out} beside grades.csv: grade again with this version of "
                           "`python -m autograde grade`, which writes it")
     found = []
-    for line, c in _read_csv(checks, CHECKS_COLUMNS, "checks.csv", CHECKS_LATER):
+    for line, c in _read_csv(checks, CHECK_COLUMNS, "checks.csv"):
         key = (c["student_id"], c["assignment"])
         if key not in seen:
             raise ReportError(f"{checks} line {line}: {_shown(key[0])}/{key[1]} has no row in grades.csv: the two "
                               "files are not from the same grading run (grade again)")
-        found.append(Check(*key, c["cell"], c["exercise"], _flag(checks, line, "hidden", c["hidden"]),
-                           _flag(checks, line, "passed", c["passed"]), c["mistake"],
+        found.append(Check(*key, c["cell"], c["exercise"], _flag(checks, line, c, "hidden"),
+                           _flag(checks, line, c, "passed"), c["mistake"],
                            tuple(d for d in c["delegated"].split(";") if d),
-                           _flag(checks, line, "stopped", c["stopped"]) if c["stopped"] else None))
+                           _flag(checks, line, c, "stopped") if c["stopped"] else None))
     written = datetime.fromtimestamp(grades.stat().st_mtime, timezone.utc)
     return Results(out, rows, found, written)
 
 
 # ------------------------------------------------------------------------------- the catalogues and the notebooks
 
-@dataclass(frozen=True)
-class _Entry:
-    hint: str
-    fix: str
-
-
 @cache
-def _catalogue(exercise_key: str) -> tuple[dict[str, _Entry], tuple[str, ...]] | None:
-    """An exercise's mistakes (name → hint, fix) and the keys of the exercises it uses; None if it is gone."""
+def _catalogue(exercise_key: str) -> tuple[dict, tuple[str, ...]]:
+    """An exercise's mistakes by name (`autograde.spec.Mistake`) and the keys of the exercises it uses; none of either
+    if it is gone from the catalogue."""
     from .spec import get_exercise
 
     chapter = exercise_key.rpartition(".")[0]
     try:
         exercise = get_exercise(exercise_key)
     except (ValueError, ImportError):
-        return None
-    return ({m.name: _Entry(m.hint, m.fix) for m in exercise.mistakes},
-            tuple(f"{chapter}.{used.key}" for used in exercise.uses))
+        return {}, ()
+    return {m.name: m for m in exercise.mistakes}, tuple(f"{chapter}.{used.key}" for used in exercise.uses)
 
 
 class _Notebooks:
@@ -259,11 +250,9 @@ class _Notebooks:
 @cache
 def _stub_messages() -> tuple[str, ...]:
     """What a stub's failure says after the function's name, in English and each language the checks speak."""
-    from .messages import languages, translations
-
     said = [STUB_MESSAGE]
-    for language in languages():
-        for english, translated in translations(language).items():
+    for language in messages.languages():
+        for english, translated in messages.translations(language).items():
             if STUB_MESSAGE in english and "{exercise}" in translated:
                 said.append(translated.split("{exercise}", 1)[1].strip()[:60])
     return tuple(said)
@@ -308,7 +297,7 @@ def _exercises(results: Results, notebooks: _Notebooks) -> list[_Exercise]:
         if not c.passed:
             ex.failing.setdefault(c.student, []).append(c)
     failed = {(c.student, c.exercise) for c in results.checks if not c.passed}
-    flagged = {(r.student, r.assignment) for r in results.rows if set(r.flags) & set(STOPPED_FLAGS)}
+    flagged = {(r.student, r.assignment) for r in results.rows if set(r.flags) & STOPPED_FLAGS}
 
     def stopped(c: Check) -> bool:
         return (c.student, c.assignment) in flagged if c.stopped is None else c.stopped
@@ -326,7 +315,7 @@ def _exercises(results: Results, notebooks: _Notebooks) -> list[_Exercise]:
                 ex.stopped.add(student)
                 continue
             ex.unnamed.add(student)
-            for used in (_catalogue(ex.key) or ({}, ()))[1]:
+            for used in _catalogue(ex.key)[1]:
                 if (student, used) in failed:
                     ex.upstream.setdefault(used, set()).add(student)
     return list(found.values())
@@ -337,28 +326,34 @@ def _exercises(results: Results, notebooks: _Notebooks) -> list[_Exercise]:
 _FG, _GRID, _A, _B = "#010203", "#040506", "#0a0b0c", "#0d0e0f"  # drawn in these, shown in the page's colours
 _COLOURS = {_FG: "currentColor", _GRID: "var(--grid)", _A: "var(--plot-a)", _B: "var(--plot-b)"}
 _WIDTH = 4.4  # inches: 317 units wide, a little less than a phone shows it: its text stays readable there
+_RC = {"svg.fonttype": "none", "font.family": ["DejaVu Sans"], "font.size": 10, "text.color": _FG,
+       "axes.edgecolor": _FG, "axes.labelcolor": _FG, "xtick.color": _FG, "ytick.color": _FG, "grid.color": _GRID,
+       "axes.spines.top": False, "axes.spines.right": False}
 
 
-def _figure(height: float):
+@contextmanager
+def _axes(height: float, x_label: str):
+    """Axes ``height`` inches tall to plot on, in the page's style: a grid along x, no ticks along y."""
     try:
+        import matplotlib
         from matplotlib.figure import Figure
     except ImportError:
         raise ReportError("the class report draws its plots with matplotlib, which is not installed here: "
                           "pip install matplotlib") from None
-    return Figure(figsize=(_WIDTH, height), layout="constrained")
-
-
-def _rc() -> dict:
-    return {"svg.fonttype": "none", "font.family": ["DejaVu Sans"], "font.size": 10, "text.color": _FG,
-            "axes.edgecolor": _FG, "axes.labelcolor": _FG, "xtick.color": _FG, "ytick.color": _FG,
-            "grid.color": _GRID, "axes.spines.top": False, "axes.spines.right": False}
+    with matplotlib.rc_context(_RC):
+        axes = Figure(figsize=(_WIDTH, height), layout="constrained").subplots()
+        yield axes
+        axes.set_xlabel(x_label)
+        axes.grid(axis="x", linewidth=0.6)
+        axes.tick_params(axis="y", length=0)
+        axes.set_axisbelow(True)
 
 
 def _svg(figure, name: str, title: str) -> str:
     """The figure as SVG to put in the page: its text in the page's font and colours, its ids its own."""
     import matplotlib
 
-    with matplotlib.rc_context({**_rc(), "svg.hashsalt": name}), warnings.catch_warnings():
+    with matplotlib.rc_context({**_RC, "svg.hashsalt": name}), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # glyphs DejaVu lacks (Chinese): the browser draws the text
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg", transparent=True,
@@ -376,27 +371,13 @@ def _svg(figure, name: str, title: str) -> str:
     return svg
 
 
-def _x_axis(axes, label: str) -> None:
-    axes.set_xlabel(label)
-    axes.grid(axis="x", linewidth=0.6)
-    axes.tick_params(axis="y", length=0)
-    axes.set_axisbelow(True)
-
-
 def _scores_plot(rows: list[Row], assignments: list[str], _) -> str:
-    import matplotlib
-
-    with matplotlib.rc_context(_rc()):
-        figure = _figure(0.8 + 0.5 * len(assignments))
-        axes = figure.subplots()
+    with _axes(0.8 + 0.5 * len(assignments), _("score (% of the points)")) as axes:
         for y, assignment in enumerate(reversed(assignments)):
             scores = [r.percent for r in rows if r.assignment == assignment and r.percent is not None]
             # equal scores (to 2 %) stacked across the row, centred: a histogram made of the notebooks themselves
-            stacks: dict[int, int] = defaultdict(int)
-            for score in scores:
-                stacks[round(score / 2)] += 1
             xs, ys = [], []
-            for at, count in stacks.items():
+            for at, count in Counter(round(score / 2) for score in scores).items():
                 step = min(0.13, 0.76 / count)
                 xs += [2 * at] * count
                 ys += [y + (i - (count - 1) / 2) * step for i in range(count)]
@@ -407,29 +388,24 @@ def _scores_plot(rows: list[Row], assignments: list[str], _) -> str:
         axes.set_yticks(range(len(assignments)), list(reversed(assignments)))
         axes.set_xlim(-4, 104)
         axes.set_ylim(-0.6, len(assignments) - 0.4)
-        _x_axis(axes, _("score (% of the points)"))
-    return _svg(figure, "scores", _("Scores of each assignment"))
+    return _svg(axes.figure, "scores", _("Scores of each assignment"))
 
 
 def _exercise_plot(exercises: list[_Exercise], index: int, _) -> str:
-    import matplotlib
-
-    with matplotlib.rc_context(_rc()):
-        figure = _figure(0.7 + 0.5 * len(exercises))
-        axes = figure.subplots()
-        ys = list(range(len(exercises)))[::-1]
-        for offset, colour, part in ((0.19, _A, "visible"), (-0.19, _B, "hidden")):
-            rates = [100 * getattr(e, part)[0] / getattr(e, part)[1] if getattr(e, part)[1] else 0 for e in exercises]
+    ys = list(range(len(exercises)))[::-1]
+    with _axes(0.7 + 0.5 * len(exercises), _("checks passed (%)")) as axes:
+        for offset, colour, tallies in ((0.19, _A, [e.visible for e in exercises]),
+                                        (-0.19, _B, [e.hidden for e in exercises])):
+            rates = [100 * passed / made if made else 0 for passed, made in tallies]
             axes.barh([y + offset for y in ys], rates, height=0.36, color=colour, zorder=3)
-            for y, rate, e in zip(ys, rates, exercises):
-                if getattr(e, part)[1]:
+            for y, rate, (_passed, made) in zip(ys, rates, tallies):
+                if made:
                     axes.text(rate + 1.5, y + offset, f"{rate:.0f}", va="center", fontsize=8)
         axes.set_yticks(ys, [e.short for e in exercises])
         axes.set_xlim(0, 112)
         axes.set_xticks(range(0, 101, 25))
-        _x_axis(axes, _("checks passed (%)"))
-    return _svg(figure, f"exercises-{index}", _("Checks passed in {assignment}").format(
-        assignment=exercises[0].assignment))
+    title = _("Checks passed in {assignment}").format(assignment=exercises[0].assignment)
+    return _svg(axes.figure, f"exercises-{index}", title)
 
 
 # --------------------------------------------------------------------------------------------------------- the page
@@ -447,10 +423,14 @@ def _locales() -> Path:
     return default_root() / "locales"
 
 
-def _translations(language: str, domain: str) -> gettext.NullTranslations | None:
-    path = _locales() / language / "LC_MESSAGES" / f"{domain}.po"
+def _words(language: str) -> gettext.NullTranslations:
+    """The page's words in ``language``: its report catalogue's (English needs none)."""
+    if language == "en":
+        return gettext.NullTranslations()
+    path = _locales() / language / "LC_MESSAGES" / f"{CATALOGUE}.po"
     if not path.is_file():
-        return None
+        raise ReportError(f"no catalogue of the report's words in {language!r} (locales/{language}/LC_MESSAGES/"
+                          f"{CATALOGUE}.po): choose one of {', '.join(languages())}")
     from babel.messages.mofile import write_mo
     from babel.messages.pofile import read_po
 
@@ -493,29 +473,23 @@ class _Page:
 
     def __init__(self, results: Results, page: Path, language: str):
         self.results, self.page, self.language = results, page, language
-        words = _translations(language, CATALOGUE) if language != "en" else None
-        if language != "en" and words is None:
-            raise ReportError(f"no catalogue of the report's words in {language!r} "
-                              f"(locales/{language}/LC_MESSAGES/{CATALOGUE}.po): choose one of "
-                              f"{', '.join(languages())}")
-        words = words or gettext.NullTranslations()
+        words = _words(language)
         self.plain = words.gettext  # for the plots' text
         self._ = lambda message: html.escape(words.gettext(message), quote=False)  # for the page: HTML
         self.ngettext = lambda one, many, n: html.escape(words.ngettext(one, many, n), quote=False)
-        self.mistake_words: dict[str, str] = {}  # the checks' words in the language (`autograde.messages`)
-        if language != "en":
-            from .messages import translations
-
-            self.mistake_words = translations(language)
+        self.mistake_words = messages.translations(language)  # the checks' words in the language (none in English)
         self.untranslated = 0  # mistake names and hints shown in English on a page in another language
         self.notebooks = _Notebooks(results.out)
         self.rows = sorted(results.rows, key=lambda r: (r.student, r.assignment))
         self.assignments = sorted({r.assignment for r in self.rows})
-        self.students = sorted({r.student for r in self.rows})
+        self.by_assignment = {a: {r.student for r in self.rows if r.assignment == a} for a in self.assignments}
         self.exercises = _exercises(results, self.notebooks)
-        self.by_assignment: dict[str, set[str]] = defaultdict(set)  # assignment → its students
-        for r in self.rows:
-            self.by_assignment[r.assignment].add(r.student)
+        self.flagged_rows = [r for r in self.rows if r.kinds - TIME_FLAGS]  # a flag other than a time's
+        self.late_rows = [r for r in self.rows if _late(r)]
+        self.delegated: dict[tuple[str, str, str], list[Check]] = {}  # (student, assignment, exercise) → its checks
+        for c in results.checks:
+            if c.delegated:
+                self.delegated.setdefault((c.student, c.assignment, c.exercise), []).append(c)
 
     # ------------------------------------------------------------------------------------------------- helpers
     def mistake_text(self, text: str) -> str:
@@ -551,6 +525,10 @@ class _Page:
             parts.append(f'<a href="{self.href(notebook)}" title="{_e(notebook)}">{notebook_word}</a>')
         return " · ".join(parts) or f'<span class="muted">{none}</span>'
 
+    def linked(self, text: str, path: Path, cell: str = "") -> str:
+        """``text``, linked to ``path`` (at a test cell) if it exists."""
+        return f'<a href="{self.href(path, cell)}">{text}</a>' if path.is_file() else text
+
     def who(self, student: str) -> str:
         return f'<span class="id">{_e(_shown(student))}</span>'
 
@@ -563,10 +541,8 @@ class _Page:
         """``students`` who failed ``exercise``, each linked to their feedback page at the first cell that failed."""
         shown = []
         for student in sorted(students):
-            page = self.feedback(student, exercise.assignment)
             cell = exercise.failing[student][0].cell if exercise.failing.get(student) else ""
-            shown.append(f'<a href="{self.href(page, cell)}">{self.who(student)}</a>' if page.is_file()
-                         else self.who(student))
+            shown.append(self.linked(self.who(student), self.feedback(student, exercise.assignment), cell))
         return self.some(shown)
 
     @staticmethod
@@ -597,14 +573,12 @@ class _Page:
                 ("late", _("Late rows and unverified times")), ("delegations", _("Delegations"))]
 
     def summary(self) -> str:
-        flagged = [r for r in self.rows if {f.partition(":")[0] for f in r.flags} - set(TIME_FLAGS)]
-        late = [r for r in self.rows if _late(r)]
-        delegated = {(c.student, c.assignment, c.exercise) for c in self.results.checks if c.delegated}
         _ = self._  # a dashboard's labels: "students" above 1 as above 8
-        cards = [(len(self.students), _("students")), (len(self.rows), _("notebooks graded")),
+        students = {r.student for r in self.rows}
+        cards = [(len(students), _("students")), (len(self.rows), _("notebooks graded")),
                  (len(self.assignments), _("assignments")), (len(self.results.checks), _("checks made")),
-                 (len(flagged), _("flagged rows to review")), (len(late), _("late rows")),
-                 (len(delegated), _("delegations"))]
+                 (len(self.flagged_rows), _("flagged rows to review")), (len(self.late_rows), _("late rows")),
+                 (len(self.delegated), _("delegations"))]
         return ('<div class="cards">' + "".join(f'<div class="card"><b>{v}</b>{label}</div>' for v, label in cards)
                 + "</div>")
 
@@ -658,9 +632,7 @@ class _Page:
         _ = self._
         note = _("Each failure that the catalogue recognised, by how many students made it, with the hint they saw "
                  "(as the catalogue gives it now, in autograde/exercises/).")
-        submitted: dict[str, int] = defaultdict(int)
-        for r in self.rows:
-            submitted[r.assignment] += 1
+        submitted = Counter(r.assignment for r in self.rows)
         found = sorted(((len(students), ex, name, students) for ex in self.exercises
                         for name, students in ex.named.items()), key=lambda t: (-t[0], t[1].key, t[2]))
         if not found:
@@ -669,11 +641,11 @@ class _Page:
         fix_label = _("the fix (shown when the mistake comes back)")
         body = []
         for count, ex, name, students in found:
-            entry = (_catalogue(ex.key) or ({}, ()))[0].get(name)
-            hint = (f'<p class="hint">{self.mistake_text(entry.hint)}</p>' if entry
+            mistake = _catalogue(ex.key)[0].get(name)
+            hint = (f'<p class="hint">{self.mistake_text(mistake.hint)}</p>' if mistake
                     else f'<p class="hint muted">{gone}</p>')
-            fix = (f"<details><summary>{fix_label}</summary><p class='hint'>{self.mistake_text(entry.fix)}</p>"
-                   "</details>" if entry and entry.fix else "")
+            fix = (f"<details><summary>{fix_label}</summary><p class='hint'>{self.mistake_text(mistake.fix)}</p>"
+                   "</details>" if mistake and mistake.fix else "")
             of = _("of {n}").format(n=submitted[ex.assignment])
             body.append([f"<b>{count}</b> <span class='muted'>{of}</span>",
                          f"<b>{self.mistake_text(name)}</b>{hint}{fix}", _key(ex.key),
@@ -706,7 +678,9 @@ class _Page:
                 (_("students with no name"), "")]
         return self.section("unnamed", note, self.table(head, body))
 
-    def flag_advice(self) -> dict[str, str]:
+    @cached_property
+    def advice(self) -> dict[str, str]:
+        """What to do about each kind of flag."""
         _ = self._
         own = _("is the work the student's own? Read the solution cells.")
         refetch = _("the notebook was not, or not all, graded: get the file again.")
@@ -747,12 +721,9 @@ class _Page:
     def legend(self, rows: list[Row], kinds: set[str]) -> str:
         """Each flag of ``kinds`` that ``rows`` carry: how many rows, and what to do."""
         _ = self._
-        advice, unknown, counts = self.flag_advice(), _("a flag this report does not know: see autograde/README.md."), \
-            defaultdict(int)
-        for r in rows:
-            for kind in {f.partition(":")[0] for f in r.flags} & kinds:
-                counts[kind] += 1
-        body = [[f"<span class='flag'>{_e(kind)}</span>", str(count), advice.get(kind, unknown)]
+        unknown = _("a flag this report does not know: see autograde/README.md.")
+        counts = Counter(kind for r in rows for kind in r.kinds & kinds)
+        body = [[f"<span class='flag'>{_e(kind)}</span>", str(count), self.advice.get(kind, unknown)]
                 for kind, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
         return self.table([(_("flag"), ""), (_("rows"), "num"), (_("what to do"), "advice")], body)
 
@@ -766,39 +737,38 @@ class _Page:
 
     def flag_chips(self, row: Row, kinds: set[str]) -> str:
         """The row's flags of ``kinds``; a ``similar-to:`` another student names them, linked, with the cells alike."""
-        advice, cells_word, chips = self.flag_advice(), self._("cells"), []
+        cells_word, chips = self._("cells"), []
         similar: dict[str, list[str]] = {}  # the other student → the cells
         for f in row.flags:
             kind, _colon, named = f.partition(":")
             if kind not in kinds:
                 continue
-            other, cell = self.similar(row, named) if kind == "similar-to" and named else (named, None)
-            if kind == "similar-to" and named and not other.startswith("tfm_ref."):
-                similar.setdefault(other, []).extend([cell] if cell else [])
-            else:
-                chips.append(f"<span class='flag' title='{_e(html.unescape(advice.get(kind, '')))}'>"
-                             f"{_e(f).replace(':', ':<wbr>')}</span>")
+            if kind == "similar-to" and named:
+                other, cell = self.similar(row, named)
+                if not other.startswith("tfm_ref."):
+                    similar.setdefault(other, []).extend([cell] if cell else [])
+                    continue
+            chips.append(f"<span class='flag' title='{_e(html.unescape(self.advice.get(kind, '')))}'>"
+                         f"{_e(f).replace(':', ':<wbr>')}</span>")
         if similar:
             people = []
             for other, named_cells in similar.items():
-                notebook = self.notebooks.path(other, row.assignment)
-                name = (f'<a href="{self.href(notebook)}">{self.who(other)}</a>' if notebook.is_file()
-                        else self.who(other))
+                name = self.linked(self.who(other), self.notebooks.path(other, row.assignment))
                 cells = named_cells or self.notebooks.alike(row.assignment, row.student, other)
                 alike = ", ".join(f"<code>{_e(c)}</code>" for c in cells)
                 people.append(f"{name} ({cells_word} {alike})" if cells else name)
-            chips.append(f"<div><span class='flag' title='{_e(html.unescape(advice['similar-to']))}'>similar-to</span> "
-                         f"{self.some(people, '; ')}</div>")
+            advice = _e(html.unescape(self.advice["similar-to"]))
+            chips.append(f"<div><span class='flag' title='{advice}'>similar-to</span> {self.some(people, '; ')}</div>")
         return "".join(chips)
 
     def flagged(self) -> str:
         _ = self._
         note = _("A flag is a reason to look, never a score. Open the feedback page and the notebook as it ran "
                  "(formgrader shows it too).")
-        rows = [r for r in self.rows if {f.partition(":")[0] for f in r.flags} - set(TIME_FLAGS)]
+        rows = self.flagged_rows
         if not rows:
             return self.section("flagged", note, "<p>" + _("No row is flagged.") + "</p>")
-        kinds = {f.partition(":")[0] for r in rows for f in r.flags} - set(TIME_FLAGS)
+        kinds = {kind for r in rows for kind in r.kinds} - TIME_FLAGS
         body = [[self.who(r.student), f"<code>{_e(r.assignment)}</code>", f"{r.score:g} / {r.max_score:g}",
                  self.flag_chips(r, kinds), self.links(r.student, r.assignment)] for r in rows]
         head = [(_("student"), ""), (_("assignment"), ""), (_("score"), "num"), (_("flags"), ""), (_("open"), "")]
@@ -808,7 +778,7 @@ class _Page:
         _ = self._
         note = _("Grade with --submitted-at TIMES.csv (your LMS's export) so that the late policy uses your record of "
                  "the times, not the students' own.")
-        rows = [r for r in self.rows if set(r.flags) & set(TIME_FLAGS)]
+        rows = [r for r in self.rows if set(r.flags) & TIME_FLAGS]
         if not rows:
             return self.section("late", note, "<p>" + _("Every row was on time, by the instructor's record.") + "</p>")
 
@@ -820,10 +790,9 @@ class _Page:
 
         head = [(_("student"), ""), (_("assignment"), ""), (_("flags"), ""), (_("time in the gradebook"), ""),
                 (_("score"), "num"), (_("open"), "")]
-        late = [r for r in rows if _late(r)]
         rest = [r for r in rows if not _late(r)]
-        parts = [self.legend(rows, set(TIME_FLAGS)), "<h3>" + _("Late") + "</h3>",
-                 self.table(head, body(late)) if late else "<p>" + _("No row was late.") + "</p>"]
+        parts = [self.legend(rows, TIME_FLAGS), "<h3>" + _("Late") + "</h3>",
+                 self.table(head, body(self.late_rows)) if self.late_rows else "<p>" + _("No row was late.") + "</p>"]
         if rest:
             label = self.ngettext("{n} row on time, but by a time that is not the instructor's",
                                   "{n} rows on time, but by a time that is not the instructor's",
@@ -836,15 +805,11 @@ class _Page:
         _ = self._
         note = _("Checks during which the code ran a PyTorch function the exercise forbids (flag forbidden-call). The "
                  "values decided the score; whether the work is the student's own is yours to judge.")
-        merged: dict[tuple[str, str, str], list[Check]] = {}
-        for c in self.results.checks:
-            if c.delegated:
-                merged.setdefault((c.student, c.assignment, c.exercise), []).append(c)
-        if not merged:
+        if not self.delegated:
             return self.section("delegations", note, "<p>" + _("No check ran a forbidden function.") + "</p>")
         hidden, visible = _("hidden"), _("visible")
         body = []
-        for (student, assignment, exercise), checks in sorted(merged.items()):
+        for (student, assignment, exercise), checks in sorted(self.delegated.items()):
             verdicts = ", ".join(f"{hidden if c.hidden else visible} <span class='{'ok' if c.passed else 'bad'}'>"
                                  f"{'✓' if c.passed else '✗'}</span>" for c in checks)
             ran = list(dict.fromkeys(op for c in checks for op in c.delegated))  # as the watch saw them
@@ -890,9 +855,7 @@ def write_report(out: Path, page: Path | None = None, language: str = "en") -> P
     text = class_report(out, page, language)
     try:
         page.parent.mkdir(parents=True, exist_ok=True)
-        partial = page.with_name(page.name + ".partial")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(page)
+        write_atomically(page, lambda f: f.write(text))
     except OSError as error:
         raise ReportError(f"cannot write the report to {page}: {error.strerror or error}") from None
     return page

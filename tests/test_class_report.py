@@ -19,8 +19,8 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 from autograde.__main__ import main
 from autograde.spec import get_exercise
 from editions.assignments import ROOT
-from autograde.grade import CHECK_COLUMNS, CSV_COLUMNS
 from autograde.messages import translations
+from autograde.records import CHECK_COLUMNS, CSV_COLUMNS, _cell, unescaped
 from autograde.report import CATALOGUE, STUB_MESSAGE, ReportError, languages, write_report
 from site_browser import browser, theme, viewport  # noqa: F401 (fixtures)
 
@@ -311,7 +311,7 @@ def test_the_chinese_catalogue_translates_every_word_of_the_page():
 @pytest.mark.parametrize("problem, files, message", [
     ("no grades", {}, "no grades.csv in {out}: run `python -m autograde grade SUBMISSIONS --out {out}` first"),
     ("a column missing", {"grades.csv": "student_id,assignment,score\n"}, "{out}/grades.csv lacks the column(s) "
-     "notebook, max_score, flags: is it the grades.csv that `python -m autograde grade` writes?"),
+     "max_score, flags: is it the grades.csv that `python -m autograde grade` writes?"),
     ("not a number", {"grades.csv": "student_id,assignment,notebook,score,max_score,flags\nana,a,a,ten,10,\n"},
      "{out}/grades.csv line 2: score 'ten' is not a number of points"),
     ("empty", {"grades.csv": "student_id,assignment,notebook,score,max_score,flags\n"},
@@ -357,12 +357,10 @@ def test_the_command_writes_the_page_in_out_or_where_asked_with_links_that_still
 
 def test_a_value_grade_wrote_as_text_for_spreadsheets_is_read_back_as_it_was():
     from autograde.exercises import load_all
-    from autograde.records import _cell
-    from autograde.report import _unquoted
 
     names = [m.name for module in load_all() for e in module.EXERCISES for m in e.mistakes]
-    assert all(_unquoted(_cell(name)) == name for name in names)
-    assert _unquoted(_cell("=1+1;-x,@y")) == "=1+1;-x,@y"
+    assert all(unescaped(_cell(name)) == name for name in names)
+    assert unescaped(_cell("=1+1;-x,@y")) == "=1+1;-x,@y"
 
 
 # ---------------------------------------------------------------------------------------------- in a browser
