@@ -181,7 +181,7 @@ def _grades_reader():
                 notebook = self.gradebook.find_submission_notebook(self.notebook_id, self.assignment_id,
                                                                    self.student_id)
                 late_penalty = notebook.late_submission_penalty or 0
-                info.update(score=notebook.score - late_penalty, max_score=notebook.max_score,
+                info.update(score=max(0.0, notebook.score - late_penalty), max_score=notebook.max_score,
                             late_penalty=late_penalty)
             finally:
                 self.gradebook.db.rollback()

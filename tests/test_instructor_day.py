@@ -88,10 +88,10 @@ def test_the_instructors_late_policy_sets_the_score_the_class_keeps_after_a_regr
     assert "late" in rows["dave"]["flags"].split(";")
 
 
-def test_grades_csv_says_what_the_late_policy_took_off_and_formgrader_shows_the_score_before_it(day):
+def test_grades_csv_says_what_the_late_policy_took_off_from_the_gradebooks_own_score(day):
     root, _ = day
     rows = _grades(root)
-    with Gradebook(f"sqlite:///{root}/gradebook.db") as gb:  # what formgrader's table shows, per student
+    with Gradebook(f"sqlite:///{root}/gradebook.db") as gb:  # nbgrader's score, before its late penalty
         shown = {student: gb.find_submission(A, student).score for student in rows}
     assert float(rows["dave"]["late_penalty"]) > 0 and float(rows["alice"]["late_penalty"]) == 0
     for student, row in rows.items():
