@@ -10,12 +10,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 if TYPE_CHECKING:
     from .collection import Submission
 
 __all__ = ["SubmissionTimes", "TimesError", "parse_time", "read_submission_times", "check_zone", "submission_key",
-           "settle_times", "unmatched_times", "with_times", "LMS_LATE", "NBGRADER_TIME"]
+           "settle_times", "unmatched_times", "with_times", "nbgrader_time", "LMS_LATE"]
 
 LMS_LATE = "lms-late"  # Canvas named the file LATE: a marker, not a time
 
@@ -42,8 +43,6 @@ NBGRADER_TIME = "%Y-%m-%d %H:%M:%S.%f UTC"  # what nbgrader's submit writes, and
 def parse_time(text: str, zone: str = "UTC") -> datetime:
     """``text`` as an aware datetime: ISO 8601 (nbgrader's ``... UTC`` too) or one of `TIME_FORMATS`; a time
     without a zone is in ``zone``. Raises ValueError if it is none of these or has no time of day."""
-    from zoneinfo import ZoneInfo
-
     text = " ".join(text.split())
     given = text[:-4] + "+00:00" if text.endswith((" UTC", " GMT")) else text
     try:
@@ -62,6 +61,11 @@ def parse_time(text: str, zone: str = "UTC") -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=ZoneInfo(zone))
 
 
+def nbgrader_time(when: datetime) -> str:
+    """An aware ``when`` as nbgrader's submit writes a time, in UTC (its ``parse_utc`` reads it back)."""
+    return when.astimezone(timezone.utc).strftime(NBGRADER_TIME)
+
+
 def read_submission_times(path: Path, zone: str = "UTC") -> SubmissionTimes:
     """The instructor's ``student_id, assignment, time`` file (header row; extra columns ignored; a blank time is
     none). Raises TimesError, naming the line, for anything it cannot read or two times for one submission."""
@@ -72,37 +76,32 @@ def read_submission_times(path: Path, zone: str = "UTC") -> SubmissionTimes:
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         why = getattr(error, "strerror", None) or error
         raise TimesError(f"cannot read the submission times {path}: {why}") from None
-    if not rows:
-        raise TimesError(f"{path} is empty: its first line must name the columns {', '.join(TIME_COLUMNS)}")
-    header = [cell.strip().lower() for cell in rows[0]]
+    header = [cell.strip().lower() for cell in rows[0]] if rows else []
     if missing := [c for c in TIME_COLUMNS if c not in header]:
         raise TimesError(f"{path} line 1: no column {', '.join(missing)} (the header must name "
-                              f"{', '.join(TIME_COLUMNS)}; it names {', '.join(header) or 'nothing'})")
+                         f"{', '.join(TIME_COLUMNS)}; it names {', '.join(header) or 'nothing'})")
     student_at, assignment_at, time_at = (header.index(c) for c in TIME_COLUMNS)
     times: dict[tuple[str, str], tuple[str, int]] = {}
     for line, row in enumerate(rows[1:], start=2):
-        if not any(cell.strip() for cell in row):
-            continue
         cells = [*row, *[""] * len(header)]
         key, text = submission_key(cells[student_at].strip(), cells[assignment_at].strip()), cells[time_at].strip()
-        if not text:
+        if not text:  # a blank line, or no time for it
             continue
         if not all(key):
             raise TimesError(f"{path} line {line}: no student_id or assignment")
         try:
-            stamp = parse_time(text, zone).astimezone(timezone.utc).strftime(NBGRADER_TIME)
+            stamp = nbgrader_time(parse_time(text, zone))
         except ValueError as error:
             raise TimesError(f"{path} line {line}: {error}") from None
         if key in times and times[key][0] != stamp:
             raise TimesError(f"{path} line {line}: a second time for {key[0]}, {key[1]} (line {times[key][1]} "
-                                  "has another): keep the one that counts")
+                             "has another): keep the one that counts")
         times.setdefault(key, (stamp, line))
     return SubmissionTimes(str(path), times)
 
 
 def check_zone(zone: str) -> None:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
+    """Raises TimesError, saying what a zone's name looks like, if ``zone`` names none."""
     try:
         ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError):
