@@ -112,10 +112,10 @@ def refresh_scores(path: Path, db_url: str) -> int:
                   and r["cells"] is not None and float(r["score"]) >= 0]  # the others never reached the gradebook
     except (UnicodeDecodeError, csv.Error, KeyError, TypeError, ValueError):
         return 0  # not a grades.csv this module wrote: the report says what is wrong with it
-    held = recorded(db_url, [(r["student_id"], r["assignment"]) for r, _ in graded])
+    held = recorded(db_url, [_submission(r) for r, _ in graded])
     changed = 0
     for row, cells in graded:
-        if (entry := held.get((row["student_id"], row["assignment"]))) is None:
+        if (entry := held.get(_submission(row))) is None:
             continue
         cells = _cells_text(entry.cell_scores(cells))
         if not (_is(row["score"], entry.final_score) and _is(row.get("late_penalty"), entry.taken_off)
@@ -154,8 +154,8 @@ def _read_errors(path: Path) -> dict[tuple[str, str], str]:
     except FileNotFoundError:
         return {}
     heads = list(_ERROR_HEADER.finditer(text))
-    return {(h.group(1), h.group(2)): text[h.start():heads[i + 1].start() if i + 1 < len(heads) else len(text)]
-            for i, h in enumerate(heads)}
+    ends = [h.start() for h in heads[1:]] + [len(text)]
+    return {(h[1], h[2]): text[h.start():end] for h, end in zip(heads, ends)}
 
 
 class ClassRecords:

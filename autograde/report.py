@@ -539,11 +539,8 @@ class _Page:
 
     def students_list(self, students: set[str], exercise: _Exercise) -> str:
         """``students`` who failed ``exercise``, each linked to their feedback page at the first cell that failed."""
-        shown = []
-        for student in sorted(students):
-            cell = exercise.failing[student][0].cell if exercise.failing.get(student) else ""
-            shown.append(self.linked(self.who(student), self.feedback(student, exercise.assignment), cell))
-        return self.some(shown)
+        return self.some([self.linked(self.who(student), self.feedback(student, exercise.assignment),
+                                      exercise.failing[student][0].cell) for student in sorted(students)])
 
     @staticmethod
     def table(head: list[tuple[str, str]], rows: list[list[str]], stack: bool = True) -> str:

@@ -20,6 +20,7 @@ from editions.assignments import ROOT, released_notebook
 from autograde.course import CONFIG_NAME, nbgrader_config
 from autograde.grade import RECORD, before_grading, grade, summary
 from autograde.notebook import load_notebook, merge
+from autograde.records import ERRORS_LOG, ClassRecords
 from autograde.release import source_notebook
 from autograde.sandbox import Limits
 from autograde.slot import graded_row
@@ -173,6 +174,19 @@ def test_grades_csv_after_grading_again_has_the_score_given_by_hand(regraded):
     row = next(r for r in csv.DictReader(seen["second"]["grades.csv"].splitlines()) if r["student_id"] == "alice")
     assert float(row["score"]) == in_gradebook < float(row["max_score"])  # 1.5 by hand for a cell of 3
     assert "masked_attention_hidden=1.5" in row["cells"].split(";")
+
+
+def test_grading_again_replaces_only_those_submissions_tracebacks_in_the_errors_log(tmp_path):
+    """grader-errors.log keeps, word for word, the tracebacks of everyone the run did not grade."""
+    def row(student, errors):
+        return {"student_id": student, "assignment": A, "notebook": A, "score": 0.0, "max_score": 10.0,
+                "late_penalty": 0.0, "flags": [], "cell_scores": {}, "checks": [], "code": {}, "errors": errors}
+
+    ClassRecords(tmp_path).merge([row("ann", ["Traceback: ann's"]), row("ben", ["Traceback: ben's\n  line 2"])], {})
+    ClassRecords(tmp_path).merge([row("ann", []), row("cy", ["Traceback: cy's"])], {})
+    log = (tmp_path / ERRORS_LOG).read_text(encoding="utf-8")
+    assert log == f"== ben / {A}\nTraceback: ben's\n  line 2\n== cy / {A}\nTraceback: cy's\n"
+    assert [r["student_id"] for r in _read(tmp_path / "grades.csv")] == ["ann", "ben", "cy"]
 
 
 @pytest.mark.parametrize(("layout", "expected", "found"), [
