@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-__all__ = ["LAYOUTS", "Found", "parse", "assignment_of", "default_id", "read_mapping", "EXPECTED", "MappingError"]
+__all__ = ["LAYOUTS", "Found", "parse", "assignment_of", "read_mapping", "mapped", "EXPECTED", "MappingError"]
 
 LAYOUTS = ("nbgrader", "canvas", "moodle", "blackboard")
 LMS_LAYOUTS = ("blackboard", "moodle", "canvas")  # as a name is tried: those whose names say so before Canvas's
@@ -94,21 +94,6 @@ def assignment_of(file: str, hint: str, known: list[str]) -> str | None:
             if len(of_chapter) == 1:
                 return of_chapter[0]
     return None
-
-
-def default_id(name: str, number: str = "") -> str:
-    """A student id from the LMS's name when no mapping gives one: spaces become ``_``, what is not exportable
-    goes ("Seán O'Brien" → ``Seán_OBrien``); the LMS's number when nothing is left."""
-    from .collection import FORMULA_START, ID_PUNCTUATION, exportable_id
-
-    def allowed(char: str) -> bool:
-        category = unicodedata.category(char)
-        return category[0] == "L" or category in ("Nd", "Mn", "Mc") or char in ID_PUNCTUATION
-
-    kept = "".join(c for c in "_".join(unicodedata.normalize("NFC", name).split()) if allowed(c))
-    while kept and (kept[0] in FORMULA_START or unicodedata.category(kept[0]) in ("Mn", "Mc")):
-        kept = kept[1:]
-    return kept if kept and exportable_id(kept) else number or kept
 
 
 def read_mapping(path: Path) -> dict[str, str]:
