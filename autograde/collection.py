@@ -46,8 +46,9 @@ MAX_STUDENT_BYTES = int(MAX_STUDENT_MB * 2**20)
 ENTRY_BYTES = 4096  # what each folder, link or file unpacked from a zip costs its student besides its bytes: a block
 SMALL_TEXT_BYTES = 256  # the most of timestamp.txt or submission_secret.txt that is read
 TOO_LARGE = "submission-too-large"
-UNREADABLE = (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error)
-"""What unpacking a corrupt, encrypted or oddly compressed zip member raises."""
+UNREADABLE = (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error, ValueError)
+"""What unpacking a corrupt, encrypted or oddly compressed zip member raises (ValueError: a link's target with a
+NUL byte)."""
 
 
 def _parts(name: str) -> list[str]:

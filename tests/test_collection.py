@@ -135,18 +135,19 @@ def test_a_zip_member_is_never_written_through_a_link_or_over_another(tmp_path):
     assert subs[("corrupt", A)].path is None and "unsafe-zip-member" in subs[("corrupt", A)].flags
 
 
-def test_a_corrupt_or_overlong_link_member_costs_only_its_student(tmp_path):
-    """A link's target is read as it is unpacked: a corrupt one, or one longer than any path, is a bad member of
-    that student's, not an error that stops the class's zip."""
+def test_a_corrupt_overlong_or_nul_link_member_costs_only_its_student(tmp_path):
+    """A link's target is read as it is unpacked: a corrupt one, one longer than any path, or one with a NUL
+    byte (no path has one) is a bad member of that student's, not an error that stops the class's zip."""
     archive = tmp_path / "class.zip"
     _zip_with(archive, [(f"good/{A}/{A}.ipynb", "{}", False), (f"long/{A}/{A}.ipynb", "a/" * 5000, True),
+                        (f"nul/{A}/{A}.ipynb", "a\0b", True),
                         (f"corrupt/{B}/{B}.ipynb", "{}", False), (f"corrupt/{A}/{A}.ipynb", "mine.ipynb", True)])
     data = bytearray(archive.read_bytes())
     at = data.rindex(b"mine.ipynb")
     data[at:at + 4] = b"your"  # the last member's bytes: its CRC no longer holds
     archive.write_bytes(bytes(data))
     folder, flags = extract_zip(archive, tmp_path / "out", [A, B], LIMIT)
-    assert flags == {"long": ["unsafe-zip-member"], "corrupt": ["unsafe-zip-member"]}
+    assert flags == {"long": ["unsafe-zip-member"], "nul": ["unsafe-zip-member"], "corrupt": ["unsafe-zip-member"]}
     subs = _by_student(find_submissions(folder, [A, B], LIMIT, flags))
     assert subs[("good", A)].path is not None and subs[("good", A)].flags == ()
     assert subs[("corrupt", B)].path is not None and subs[("corrupt", B)].flags == ("unsafe-zip-member",)
