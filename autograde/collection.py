@@ -131,6 +131,8 @@ def _submission(folder: Path, assignment_dir: Path, flags: list[str], max_bytes:
         return Submission(student, assignment, None, (*flags, "missing-notebook"))
     if not _inside(notebook, folder):
         return Submission(student, assignment, None, (*flags, "symlink-outside"))
+    if not notebook.is_file():  # a folder, or a pipe or device that reading would wait on or never finish
+        return Submission(student, assignment, None, (*flags, "missing-notebook"))
     if notebook.stat().st_size > max_bytes:
         return Submission(student, assignment, None, (*flags, "notebook-too-large"))
     timestamp, secret = (_small_text(assignment_dir / name, folder) for name in EXCHANGE_FILES)

@@ -54,6 +54,18 @@ def test_a_notebook_over_the_size_limit_is_not_read(tmp_path):
     assert sub.path is None and sub.flags == ("notebook-too-large",)
 
 
+def test_a_notebook_that_is_not_a_file_is_not_read(tmp_path):
+    """A pipe would keep the slot that reads it waiting until its task times out: neither it nor a folder is
+    opened."""
+    for student, make in (("pipe", os.mkfifo), ("folder", os.mkdir)):
+        path = tmp_path / student / A / f"{A}.ipynb"
+        path.parent.mkdir(parents=True)
+        make(path)
+    subs = find_submissions(tmp_path, [A], LIMIT)
+    assert {s.student_id: (s.path, s.flags) for s in subs} == {"pipe": (None, ("missing-notebook",)),
+                                                               "folder": (None, ("missing-notebook",))}
+
+
 def test_timestamps_are_read_only_when_nbgrader_can_parse_them_from_a_small_file_of_the_student(tmp_path):
     secret = tmp_path / "elsewhere.txt"
     secret.write_text("2020-01-01 00:00:00 UTC")
