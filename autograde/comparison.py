@@ -16,12 +16,9 @@ import torch
 
 from .display import brief
 from .evaluation import Outcome, flatten
-from .messages import ENGLISH, N_, _, language, speaking
+from .messages import ENGLISH, N_, _, speaking
 
 __all__ = ["Tolerance", "tolerance", "difference", "compare", "error_hint", "same"]
-
-# Captured at import, before any student code runs in this process.
-_allclose, _equal, _isfinite = torch.allclose, torch.equal, torch.isfinite
 
 _TOLERANCE = {  # (rtol, atol) by dtype; tfm_ref computes softmax in float32 even for float64 inputs
     torch.float64: (1e-5, 1e-6),
@@ -81,8 +78,7 @@ def _listed(items: Sequence[str]) -> str:
 
 def _said(what: str, singular: str, plural: str) -> str:
     """The template (``singular`` or ``plural``, by `_verb` on the English ``what``) in the language in use."""
-    template = _verb(what, singular, plural)
-    return _(template)
+    return _(_verb(what, singular, plural))
 
 
 def _layout(got: tuple[int, ...], expected: tuple[int, ...]) -> str:
@@ -130,13 +126,13 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
         if expected.is_meta:  # shapes without values: where, what shape and what dtype is all there is
             return None
         if expected.dtype == torch.bool or not expected.is_floating_point():
-            return None if _equal(got, expected) else _said(
+            return None if torch.equal(got, expected) else _said(
                 what, N_("the {what} differs (exact comparison)"), N_("the {what} differ (exact comparison)")).format(
                 what=shown)
         rtol, atol = tolerance(expected.dtype, override)
-        if _allclose(got.double(), expected.double(), rtol=rtol, atol=atol, equal_nan=False):
+        if torch.allclose(got.double(), expected.double(), rtol=rtol, atol=atol, equal_nan=False):
             return None
-        if not bool(_isfinite(got).all()) and bool(_isfinite(expected).all()):
+        if not bool(torch.isfinite(got).all()) and bool(torch.isfinite(expected).all()):
             return _said(what, N_("the {what} contains NaN or inf where the reference is finite"),
                          N_("the {what} contain NaN or inf where the reference is finite")).format(what=shown)
         if not expected.dim():  # one number: say both, as for a plain float
@@ -170,8 +166,8 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
         if not others:
             return first
         # Whether the problems are alike is read from their English words, whatever the language shown.
-        english = [(labels[i], p) for i, p in problems] if language() == ENGLISH else _in_english(
-            lambda: [(labels[i], difference(expected[i], got[i], override, labels[i])) for i, _p in problems])
+        with speaking(ENGLISH):
+            english = [(labels[i], difference(expected[i], got[i], override, labels[i])) for i, _p in problems]
         first_label, first_english = english[0]
         alike = all(p.replace(f"the {label} ", f"the {first_label} ", 1) == first_english for label, p in english[1:])
         if alike and "differ" not in first_english:  # the same dtype, shape or type problem in each: said once
@@ -193,11 +189,6 @@ def difference(expected: Any, got: Any, override: Tolerance = (None, None), what
             "the {what} is {got}, expected {expected}").format(what=shown, got=got, expected=expected)
     return None if got == expected else _("the {what} is {got}, expected {expected}").format(
         what=shown, got=brief(got), expected=brief(expected))
-
-
-def _in_english(compute: Any) -> Any:
-    with speaking(ENGLISH):
-        return compute()
 
 
 def error_hint(error: str) -> str:
@@ -250,9 +241,9 @@ def same(a: Outcome, b: Outcome, override: Tolerance = (None, None)) -> bool:
                     continue
                 if u.is_floating_point():
                     rtol, atol = tolerance(u.dtype, override)
-                    if not _allclose(u.double(), v.double(), rtol=rtol, atol=atol, equal_nan=True):
+                    if not torch.allclose(u.double(), v.double(), rtol=rtol, atol=atol, equal_nan=True):
                         return False
-                elif not _equal(u, v):
+                elif not torch.equal(u, v):
                     return False
             elif type(u) is not type(v) or u != v:
                 return False
