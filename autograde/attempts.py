@@ -45,7 +45,8 @@ class Failure:
 
 
 def tolerance(exercise: Exercise, case: Case) -> Tolerance:
-    return exercise.tolerance if case.tolerance is None else case.tolerance
+    """The case's (rtol, atol), else the exercise's."""
+    return (exercise.rtol, exercise.atol) if case.tolerance is None else case.tolerance
 
 
 def gradient_names(exercise: Exercise, call: Call, weights: dict[str, torch.Tensor] | None) -> list[str]:

@@ -96,10 +96,6 @@ class Exercise:
         object.__setattr__(self, "allowed_names", named(self.allowed))
 
     @property
-    def tolerance(self) -> Tolerance:
-        return (self.rtol, self.atol)
-
-    @property
     def ladder_keys(self) -> set[str]:
         """The keys of ``shapes``: the sizes (and offsets) an input is shrunk along; a case's other keys are flags."""
         return {k for shape in self.shapes for k in shape}
