@@ -51,11 +51,11 @@ def tolerance(exercise: Exercise, case: Case) -> Tolerance:
 
 def gradient_names(exercise: Exercise, call: Call, weights: dict[str, torch.Tensor] | None) -> list[str]:
     """What each compared gradient is with respect to: the floating inputs by name, then the module's parameters
-    (sorted by name, as `ModuleAdapter.parameters` gives them)."""
+    (sorted by name, as `building.module_parameters` gives them)."""
     inputs = [name for name, value in call.named(exercise.arg_names)
               if isinstance(value, torch.Tensor) and value.is_floating_point()]
     return [f"`{n}`" for n in inputs] + [_("the parameter `{name}`").format(name=n) for n in sorted(weights or {})
-                                          if (weights[n].is_floating_point())]
+                                          if weights[n].is_floating_point()]
 
 
 def reference_of(exercise: Exercise, dims: Dims, dtype: torch.dtype, seed: int) -> Any:
@@ -81,19 +81,15 @@ def _remembered(what: object, exercise: Exercise, case: Case, dims: Dims, seed: 
 def _expected(exercise: Exercise, case: Case, dims: Dims, seed: int) -> tuple[Call, Any, Outcome]:
     """The inputs of ``case`` at ``dims`` under ``seed``, the reference's weights, and its outcome on them (computed
     once for a class)."""
-    return _remembered(_compute_expected, exercise, case, dims, seed,
-                       lambda: _compute_expected(exercise, case, dims, seed))
-
-
-def _compute_expected(exercise: Exercise, case: Case, dims: Dims, seed: int) -> tuple[Call, Any, Outcome]:
-    gen = torch.Generator().manual_seed(seed)
-    call = (case.inputs or exercise.inputs)(gen, dims, case.dtype)
-    reference = reference_of(exercise, dims, case.dtype, seed)
-    weights = exercise.adapter.weights(reference)
-    expected = evaluate(lambda: reference, call, grad=case.grad, seed=seed, parameters=module_parameters)
-    if expected.error is not None:
-        raise RuntimeError(f"the reference failed on case {case.label!r}: {expected.trace}")
-    return call, weights, expected
+    def compute() -> tuple[Call, Any, Outcome]:
+        call = (case.inputs or exercise.inputs)(torch.Generator().manual_seed(seed), dims, case.dtype)
+        reference = reference_of(exercise, dims, case.dtype, seed)
+        weights = exercise.adapter.weights(reference)
+        expected = evaluate(lambda: reference, call, grad=case.grad, seed=seed, parameters=module_parameters)
+        if expected.error is not None:
+            raise RuntimeError(f"the reference failed on case {case.label!r}: {expected.trace}")
+        return call, weights, expected
+    return _remembered(_expected, exercise, case, dims, seed, compute)
 
 
 def attempt(exercise: Exercise, case: Case, candidate: Candidate, dims: Dims, seed: int) -> Failure | None:

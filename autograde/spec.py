@@ -107,19 +107,16 @@ class Exercise:
         if not isinstance(candidate, Candidate):
             candidate = LocalCandidate(candidate)
         seed = random.SystemRandom().randrange(2**31) if seed is None else seed
-        with one_thread():
-            return self._run(candidate, hidden, seed, reveal_fix)
-
-    def _run(self, candidate: Candidate, hidden: bool, seed: int, reveal_fix: bool) -> Report:
         cases = [*self.visible, *self.hidden] if hidden else list(self.visible)
         started = time.perf_counter()
-        for index, case in enumerate(cases):
-            failure = run_case(self, case, candidate, seed + 7919 * index)
-            if failure is not None:
-                uses = [] if failure.stub else failing_uses(self.uses, candidate, seed)
-                message = failure_message(failure, self, case, seed, hidden, reveal_fix, uses)
-                return Report(self.name, False, failure.mistake, message, len(cases),
-                              delegated=tuple(candidate.delegated))
+        with one_thread():
+            for index, case in enumerate(cases):
+                failure = run_case(self, case, candidate, seed + 7919 * index)
+                if failure is not None:
+                    uses = [] if failure.stub else failing_uses(self.uses, candidate, seed)
+                    message = failure_message(failure, self, case, seed, hidden, reveal_fix, uses)
+                    return Report(self.name, False, failure.mistake, message, len(cases),
+                                  delegated=tuple(candidate.delegated))
         return Report(self.name, True, None, "", len(cases), time.perf_counter() - started,
                       delegated=tuple(candidate.delegated))
 
