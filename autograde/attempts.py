@@ -35,9 +35,7 @@ class Failure:
     expected: Outcome
     got: Outcome
     gradient: int | None = None  # which gradient differs, when the output matches
-    mistake: str | None = None
-    hint: str | None = None
-    fix: str = ""
+    mistake: Mistake | None = None  # the catalogued mistake whose outcome is the student's
     stub: bool = False  # the student's function is the released stub (raises NotImplementedError)
     setup: bool = False  # the student's object could not be built or differentiated: no outputs to show
     random: bool = False  # the student's output changes with the call's random seed, the reference's does not

@@ -41,7 +41,7 @@ def run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) ->
     # cannot be built is shown at the smallest size where it still cannot be.
     if not failure.setup:
         _diagnose(exercise, case, failure, seed, candidate=candidate)
-        if failure.hint is None and failure.got.error is None and time.monotonic() < deadline:
+        if failure.mistake is None and failure.got.error is None and time.monotonic() < deadline:
             failure.random = _random_where_the_reference_is_not(exercise, case, candidate, failure, seed)
     ladder = exercise.ladder_keys
     flags = {k: v for k, v in dims.items() if k not in ladder}
@@ -52,10 +52,10 @@ def run_case(exercise: Exercise, case: Case, candidate: Candidate, seed: int) ->
             break
         shrunk = attempt(exercise, case, candidate, {**smaller, **flags}, seed)
         if shrunk is not None and shrunk.setup == failure.setup and _failure_kind(shrunk.expected, shrunk.got) == kind:
-            if failure.hint is not None:
+            if failure.mistake is not None:
                 if not _explains(exercise, case, failure.mistake, shrunk, seed):
                     continue  # shown beside an input its mistake does not explain, the hint would read false
-                shrunk.mistake, shrunk.hint, shrunk.fix = failure.mistake, failure.hint, failure.fix
+                shrunk.mistake = failure.mistake
             elif not failure.setup:
                 _diagnose(exercise, case, shrunk, seed, first=failure)
             shrunk.random, shrunk.shrunk = failure.random, True
@@ -85,9 +85,8 @@ def _size(dims: Dims, sizes: set[str]) -> int:
     return math.prod(dims[k] for k in sizes if k in dims) if dims else 0
 
 
-def _explains(exercise: Exercise, case: Case, name: str, failure: Failure, seed: int) -> bool:
-    """Does the catalogued mistake ``name`` give the student's outcome on ``failure``'s input too?"""
-    mistake = next(m for m in exercise.mistakes if m.name == name)
+def _explains(exercise: Exercise, case: Case, mistake: Mistake, failure: Failure, seed: int) -> bool:
+    """Does the catalogued ``mistake`` give the student's outcome on ``failure``'s input too?"""
     outcome = outcome_of(mistake, exercise, case, failure, seed)
     return outcome is not None and same(outcome, failure.got, tolerance(exercise, case))
 
@@ -133,8 +132,7 @@ def _diagnose(exercise: Exercise, case: Case, failure: Failure, seed: int, first
         found = _told_apart(exercise, case, candidate, failure, found, seed)
     # An exception that several mistakes raise alike (the check's own "use the cache" error, say) names none of them.
     if len(found) == 1 or (found and failure.got.error is None):
-        mistake = found[0]
-        failure.mistake, failure.hint, failure.fix = mistake.name, mistake.hint, mistake.fix
+        failure.mistake = found[0]
 
 
 def _told_apart(exercise: Exercise, case: Case, candidate: Candidate, failure: Failure, tied: list[Mistake],
@@ -148,9 +146,7 @@ def _told_apart(exercise: Exercise, case: Case, candidate: Candidate, failure: F
         again = attempt(exercise, where, candidate, dims, other) or passed(exercise, where, dims, other)
         if again.setup or again.got.error is not None:
             continue
-        still = [m for m in tied if (outcome := outcome_of(m, exercise, where, again, other)) is not None
-                 and same(outcome, again.got, tolerance(exercise, where))]
-        tied = still or tied
+        tied = [m for m in tied if _explains(exercise, where, m, again, other)] or tied
         if len(tied) == 1:
             break
     return tied

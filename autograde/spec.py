@@ -115,7 +115,8 @@ class Exercise:
                 if failure is not None:
                     uses = [] if failure.stub else failing_uses(self.uses, candidate, seed)
                     message = failure_message(failure, self, case, seed, hidden, reveal_fix, uses)
-                    return Report(self.name, False, failure.mistake, message, len(cases),
+                    mistake = failure.mistake.name if failure.mistake else None
+                    return Report(self.name, False, mistake, message, len(cases),
                                   delegated=tuple(candidate.delegated))
         return Report(self.name, True, None, "", len(cases), time.perf_counter() - started,
                       delegated=tuple(candidate.delegated))

@@ -60,7 +60,7 @@ def failure_message(failure: Failure, exercise: Exercise, case: Case, seed: int,
         return _("✗ {exercise}: not written yet — it raises NotImplementedError. Delete the line "
                  "`raise NotImplementedError()` and write your code in its place.").format(exercise=exercise.name)
     # what a common exception most often means, where no catalogued mistake says what it means here
-    hint = error_hint(failure.got.error) if failure.got.error and not failure.hint else ""
+    hint = error_hint(failure.got.error) if failure.got.error and failure.mistake is None else ""
     problem = failure.problem.rstrip(".") + hint
     # the case's label names its own input; the values quoted are the smaller one's, shown below
     where = _("on a smaller input (below), ") if failure.shrunk else ""
@@ -76,11 +76,12 @@ def failure_message(failure: Failure, exercise: Exercise, case: Case, seed: int,
                      "fix it first.") if calls else
                    _("Your `{exercise}` from an earlier exercise fails its own check; if this exercise calls it, "
                      "fix that first.")).format(exercise=report.exercise), indent("\n".join([first, *named]))]
-    if failure.hint:
-        lines.append(_(MISTAKE_PREFIX) + _("{mistake}: {hint}").format(mistake=_(failure.mistake), hint=_(failure.hint)))
-        if failure.fix and reveal_fix:
-            lines.append(_(FIX_PREFIX) + _(failure.fix))  # folded behind a toggle on the feedback page
-        elif failure.fix:
+    mistake = failure.mistake
+    if mistake is not None:
+        lines.append(_(MISTAKE_PREFIX) + _("{mistake}: {hint}").format(mistake=_(mistake.name), hint=_(mistake.hint)))
+        if mistake.fix and reveal_fix:
+            lines.append(_(FIX_PREFIX) + _(mistake.fix))  # folded behind a toggle on the feedback page
+        elif mistake.fix:
             # the fix is kept per kernel: a run of nbgrader validate, a new process each time, never shows it
             lines.append(_("(Try again in the notebook; if the same mistake fails again there, the check shows "
                            "how to fix it.)"))
@@ -94,7 +95,7 @@ def failure_message(failure: Failure, exercise: Exercise, case: Case, seed: int,
                        "does not: something random is still on. Dropout, say: the check builds modules in eval "
                        "mode, where `nn.Dropout` does nothing, but `F.dropout(x, p)` drops unless given "
                        "`training=self.training`."))
-    if failure.dims.get(TRAINING) and failure.hint is None and failure.got.error is None:
+    if failure.dims.get(TRAINING) and mistake is None and failure.got.error is None:
         lines.append(_("This case runs in training mode and compares the outputs exactly: both sides draw the "
                        "same random numbers, so it expects `nn.Dropout` (or `F.dropout(x, p, "
                        "training=self.training)`) with the rate it is given, at the places the notebook gives, in "
