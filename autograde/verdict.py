@@ -103,7 +103,6 @@ def failure_message(failure: Failure, exercise: Exercise, case: Case, seed: int,
                        "with torch.rand draws other numbers."))
     if failure.got.trace:
         lines += ["", _("Your code raised:"), indent(failure.got.trace)]
-    built = exercise.adapter.describe(exercise.name, failure.dims) if hasattr(exercise.adapter, "describe") else None
     # every size of the input: the ladder's, and those written in capitals that it lacks (H, the heads, where the
     # ladder has none); not the flags, written in lowercase (pre=1), which the case's label names
     sizes = ", ".join(f"{k}={v}" for k, v in failure.dims.items() if k in exercise.ladder_keys or k[:1].isupper())
@@ -111,7 +110,8 @@ def failure_message(failure: Failure, exercise: Exercise, case: Case, seed: int,
     details = "; ".join([sizes] + ([str(case.dtype)] if floating else [])
                         + ([_("with gradients")] if case.grad else []))
     lines += ["", _("Smallest failing input ({details}):").format(details=details)]
-    if built:
+    if hasattr(exercise.adapter, "describe"):  # a module: how it was built
+        built = exercise.adapter.describe(exercise.name, failure.dims)
         lines.append(indent(_("built as {module}").format(module=built)))
     if exercise.input_note:
         lines.append(indent(_("({note})").format(note=_(exercise.input_note))))
