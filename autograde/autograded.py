@@ -1,18 +1,18 @@
 """nbgrader's autograde step, for notebooks whose cells the sandbox has already run.
 
-`write_executed` stages the notebook as it ran; `Recorder` runs nbgrader's ``Autograde`` converter on it
+`stage` writes the notebook as it ran; `Recorder` runs nbgrader's ``Autograde`` converter on it
 without ``ClearOutput`` and ``Execute``, then sets formgrader's flags and note (`flag_submissions`) and keeps the
 submission in ``submitted/`` (`keep_submission`). nbgrader's own autograde refuses (`SandboxOnly`).
 """
 from __future__ import annotations
 
 import datetime
-import functools
 import glob
 import json
 import logging
 import os
 import shutil
+import sqlite3
 import tempfile
 import warnings
 from collections.abc import Iterable
@@ -21,19 +21,24 @@ from pathlib import Path
 import nbformat
 from nbconvert.exporters import NotebookExporter
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from nbgrader.converters import Autograde, NbGraderException
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, Execute
+from nbgrader.utils import parse_utc
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SAWarning
 from traitlets.config import Config
 
-from .collection import exportable_id
-from .feedback import GRADER_NOTE
-from .gradebook import Recorded, recorded
+from .collection import EXCHANGE_FILES, exportable_id
+from .feedback import GRADER_NOTE, shown_comment
+from .gradebook import Recorded, find_submission, recorded, shared_gradebook
 from .messages import ENGLISH, METADATA, language
 from .notebook import GradedCell
 from .similarity import is_similarity
 
-__all__ = ["executed_notebook", "write_executed", "stage_files", "Recorder", "nbgrader_log", "literal_glob",
-           "SandboxOnly", "SANDBOX_ONLY", "FLAG_NOTES", "UNFLAGGED", "grader_note", "flag_submissions",
-           "keep_submission", "shared_gradebook"]
+__all__ = ["executed_notebook", "stage", "Recorder", "literal_glob", "SandboxOnly", "SANDBOX_ONLY", "FLAG_NOTES",
+           "UNFLAGGED", "grader_note", "flag_submissions", "keep_submission"]
 
 SANDBOX_ONLY = ("Refused: nbgrader's autograde would run the students' code in an ordinary kernel,\n"
                 "with your files and your rights, outside the course's sandbox.\n"
@@ -49,21 +54,13 @@ class SandboxOnly(NotebookExporter):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        from nbgrader.converters import NbGraderException
-
         log = getattr(self.parent, "log", None) or logging.getLogger("nbgrader")
         log.error(SANDBOX_ONLY)
         raise NbGraderException(SANDBOX_ONLY)
 
+
 ERROR_NAMES = {"timeout": "Timeout", "crashed": "Crashed", "bad-reply": "BadReply", "skipped": "NotRun"}
 """How a cell that did not finish shows in the notebook (the ``ename`` of its error output)."""
-
-
-def nbgrader_log() -> logging.Logger:
-    """nbgrader's converters log every step; an instructor sees only their errors."""
-    log = logging.getLogger("autograde.nbgrader")
-    log.setLevel(logging.ERROR)
-    return log
 
 
 def _outputs(cell: GradedCell, result: dict) -> list:
@@ -97,20 +94,18 @@ def executed_notebook(cells: list[GradedCell], results: list[dict]) -> nbformat.
     return nb
 
 
-def write_executed(staging: Path, student: str, assignment: str, cells: list[GradedCell], results: list[dict]) -> Path:
-    """``staging/<student>/<assignment>/<assignment>.ipynb``: the gradebook knows the notebook by that name."""
-    path = staging / student / assignment / f"{assignment}.ipynb"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(executed_notebook(cells, results), path)
-    return path
-
-
-def stage_files(staging: Path, student: str, assignment: str, timestamp: str | None, secret: str | None) -> None:
-    """The submission's ``timestamp.txt`` and ``submission_secret.txt``, beside its staged notebook."""
+def stage(staging: Path, student: str, assignment: str, cells: list[GradedCell], results: list[dict],
+          timestamp: str | None, secret: str | None) -> Path:
+    """Write ``staging/<student>/<assignment>/``: the notebook as it ran, ``<assignment>.ipynb`` (the gradebook
+    knows it by that name), with the submission's ``timestamp.txt`` and ``submission_secret.txt``. Returns the
+    folder."""
     folder = staging / student / assignment
-    for name, text in (("timestamp.txt", timestamp), ("submission_secret.txt", secret)):
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(executed_notebook(cells, results), folder / f"{assignment}.ipynb")
+    for name, text in zip(EXCHANGE_FILES, (timestamp, secret)):
         if text:
             (folder / name).write_text(text)
+    return folder
 
 
 def literal_glob(name: str) -> str:
@@ -122,19 +117,9 @@ def literal_glob(name: str) -> str:
     return "".join(f"[{c}]" for c in escaped[:lead]) + core + "".join(f"[{c}]" for c in escaped[lead + len(core):])
 
 
-def _sqlite_commits_without_waiting() -> None:
-    """Make a SQLite gradebook commit without waiting for the disk (``synchronous=OFF``): nbgrader commits once per
-    graded cell, a third of a notebook's time. A machine crash could spoil the file, so `grade` keeps a copy."""
-    from sqlalchemy import event
-    from sqlalchemy.engine import Engine
-
-    if not event.contains(Engine, "connect", _without_waiting):
-        event.listen(Engine, "connect", _without_waiting)
-
-
 def _without_waiting(connection: object, record: object) -> None:
-    import sqlite3
-
+    """Make a SQLite gradebook commit without waiting for the disk: nbgrader commits once per graded cell, a third
+    of a notebook's time. A machine crash could spoil the file, so `grade` keeps a copy."""
     if isinstance(connection, sqlite3.Connection):
         connection.execute("PRAGMA synchronous=OFF")
 
@@ -144,18 +129,17 @@ class Recorder:
     ``Execute`` and ``CheckCellMetadata`` (the notebook was just written from the course's source)."""
 
     def __init__(self, staging: Path, out: Path, config: Config):
-        _sqlite_commits_without_waiting()
-        from nbgrader.converters import Autograde
-        from nbgrader.coursedir import CourseDirectory
-        from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, Execute
-
+        if not event.contains(Engine, "connect", _without_waiting):
+            event.listen(Engine, "connect", _without_waiting)
         self.db_url, self.out = config.CourseDirectory.db_url, out
         course_root = Path(config.CourseDirectory.get("root", out))
         # the course's submitted/, where formgrader counts submissions: only when grading into the course root
         self.submitted = (course_root / config.CourseDirectory.get("submitted_directory", "submitted")
                           if course_root.resolve() == out.resolve() else None)
         self.coursedir = CourseDirectory(config=config, root=str(out), submitted_directory=str(staging))
-        self.converter = Autograde(coursedir=self.coursedir, config=config, log=nbgrader_log())
+        log = logging.getLogger("autograde.nbgrader")
+        log.setLevel(logging.ERROR)  # nbgrader's converters log every step; an instructor sees only their errors
+        self.converter = Autograde(coursedir=self.coursedir, config=config, log=log)
         self.converter.exporter_class = NotebookExporter  # nbgrader's own: the course config's refuses (SandboxOnly)
         self.converter.force = True  # grading again replaces what an earlier run left
         skipped = (ClearOutput, Execute, CheckCellMetadata)
@@ -166,8 +150,6 @@ class Recorder:
                submission: Path | str | None = None) -> Recorded | None:
         """Autograde ``student``'s staged notebook; what the gradebook then holds (None: nothing, or an id
         `exportable_id` refuses). ``flags`` go to formgrader, ``submission`` to the course's ``submitted/``."""
-        from nbgrader.converters import NbGraderException
-
         if not exportable_id(student):
             return None
         self.coursedir.assignment_id, self.coursedir.student_id = assignment, literal_glob(student)
@@ -266,45 +248,28 @@ def _cell_order(out: Path | None, student: str, assignment: str, notebook: str) 
         return []
 
 
-@functools.lru_cache(maxsize=None)
-def shared_gradebook(db_url: str):
-    """One nbgrader ``Gradebook`` per process and ``db_url``, so SQLAlchemy compiles each query once. Users start
-    with a rollback and end their transaction before returning, so SQLite holds no lock between notebooks."""
-    from nbgrader.api import Gradebook
-
-    from .course import tools_on_path
-
-    tools_on_path()
-    return Gradebook(db_url)
-
-
 def flag_submissions(db_url: str, flagged: Iterable[tuple[str, str, Iterable[str]]], out: Path | None = None) -> None:
     """For each ``(student, assignment, flags)`` the gradebook has, set formgrader's "Flagged?" (any flag but
     `UNFLAGGED`) and put `grader_note` in the first solution cell's automatic comment, replacing an earlier run's."""
-    from nbgrader.api import MissingEntry
-
     gb = shared_gradebook(db_url)
     gb.db.rollback()
     try:
         for student, assignment, flags in flagged:
-            flags = set(flags)
-            try:
-                submission = gb.find_submission(assignment, student)
-            except MissingEntry:
+            if (submission := find_submission(gb, student, assignment)) is None:
                 continue
+            flags = set(flags)
             note = grader_note(flags, submission.total_seconds_late or 0.0, submission.late_submission_penalty or 0.0,
                                submission.score or 0.0, submission.max_score or 0.0)
             for notebook in submission.notebooks:
                 notebook.flagged = bool(flags - UNFLAGGED)
                 comments = {c.cell.name: c for c in notebook.comments}
                 for comment in comments.values():  # an earlier run's note goes
-                    if comment.auto_comment and GRADER_NOTE in comment.auto_comment:
-                        comment.auto_comment = comment.auto_comment.split(GRADER_NOTE, 1)[0].strip() or None
-                order = _cell_order(out, student, assignment, notebook.name)
-                first = sorted(comments, key=lambda name: (order.index(name) if name in order else len(order), name))
-                if note and first:
-                    comment = comments[first[0]]
-                    comment.auto_comment = "\n\n".join(filter(None, [comment.auto_comment, note]))
+                    if GRADER_NOTE in (comment.auto_comment or ""):
+                        comment.auto_comment = shown_comment(comment.auto_comment) or None
+                if note and comments:
+                    order = _cell_order(out, student, assignment, notebook.name)
+                    first = min(comments, key=lambda name: (order.index(name) if name in order else len(order), name))
+                    comments[first].auto_comment = "\n\n".join(filter(None, [comments[first].auto_comment, note]))
         gb.db.commit()
     except BaseException:
         gb.db.rollback()
@@ -313,8 +278,6 @@ def flag_submissions(db_url: str, flagged: Iterable[tuple[str, str, Iterable[str
 
 def _time(folder: Path, notebook: Path) -> tuple[datetime.datetime | None, datetime.datetime | None]:
     """When a submission was handed in (its ``timestamp.txt``) and when its notebook was written; None if unknown."""
-    from nbgrader.utils import parse_utc
-
     stamped = None
     try:
         stamped = parse_utc((folder / "timestamp.txt").read_text().strip()) or None
@@ -331,19 +294,19 @@ def keep_submission(submitted: Path, student: str, assignment: str, notebook: Pa
     """Copy the submission and its staged ``timestamp.txt``/``submission_secret.txt`` into ``submitted/``, as
     ``nbgrader collect`` would; whether it did. Never over itself or over one that may be newer (a later time, a
     time where this has none, or, neither timed, a notebook written later)."""
-    folder, stage = submitted / student / assignment, staged / student / assignment
+    folder, ours_folder = submitted / student / assignment, staged / student / assignment
     dest = folder / f"{assignment}.ipynb"
     if folder.is_dir() and notebook.resolve().parent == folder.resolve():
         return False
     if dest.exists():
-        ours, theirs = _time(stage, notebook), _time(folder, dest)
-        if theirs[0] is not None:
-            if ours[0] is None or ours[0] < theirs[0]:
+        (ours, written), (theirs, their_written) = _time(ours_folder, notebook), _time(folder, dest)
+        if theirs is not None:
+            if ours is None or ours < theirs:
                 return False
-        elif ours[0] is None and (ours[1] is None or theirs[1] is None or ours[1] < theirs[1]):
+        elif ours is None and (written is None or their_written is None or written < their_written):
             return False
     folder.mkdir(parents=True, exist_ok=True)
-    for name, source in ((dest.name, notebook), *((n, stage / n) for n in ("timestamp.txt", "submission_secret.txt"))):
+    for name, source in ((dest.name, notebook), *((n, ours_folder / n) for n in EXCHANGE_FILES)):
         target = folder / name
         if not source.is_file():
             target.unlink(missing_ok=True)  # an older submission's: it would describe this one wrongly

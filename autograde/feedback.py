@@ -18,10 +18,13 @@ import nbformat
 from latex2mathml.converter import convert as tex_to_mathml
 from nbconvert.exporters import TemplateExporter
 from nbconvert.filters import strip_ansi
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 from traitlets import default
 
 from editions.notebooks import translate_cell
 
+from .collection import EXCHANGE_FILES
+from .gradebook import shared_gradebook
 from .messages import METADATA, _, language, notebook_language, prose_translations, speaking
 from .notebook import is_widget
 
@@ -135,8 +138,6 @@ class FeedbackExporter(TemplateExporter):
                     "shown_comment": shown_comment, "number": number, "graded_cells": graded_cells}.items()
 
     def from_notebook_node(self, nb: nbformat.NotebookNode, resources: dict | None = None, **kw):
-        from nbgrader.preprocessors import ClearHiddenTests
-
         nb = copy.deepcopy(nb)
         nb.cells = _without_try_it(nb.cells)
         # a student's own cell that happens to hold the markers is not an error: its text goes
@@ -162,39 +163,32 @@ def feedback_html(notebook: nbformat.NotebookNode, resources: dict | None = None
     return FeedbackExporter().from_notebook_node(notebook, resources)[0]
 
 
-def _grades_reader():
+class _GetGradesOnce(GetGrades):
     """nbgrader's ``GetGrades`` on the process's one gradebook connection (`shared_gradebook`): the same page as
     ``generate_feedback``'s, in a tenth of the time."""
-    from nbgrader.preprocessors import GetGrades
 
-    from .autograded import shared_gradebook
-
-    class GetGradesOnce(GetGrades):
-        def preprocess(self, nb, resources):
-            info = resources["nbgrader"]
-            self.notebook_id, self.assignment_id = info["notebook"], info["assignment"]
-            self.student_id, self.db_url = info["student"], info["db_url"]
-            self.gradebook = shared_gradebook(self.db_url)
-            self.gradebook.db.rollback()  # what the autograde step has just committed
-            try:  # GetGrades.preprocess, on that gradebook
-                nb, resources = super(GetGrades, self).preprocess(nb, resources)
-                notebook = self.gradebook.find_submission_notebook(self.notebook_id, self.assignment_id,
-                                                                   self.student_id)
-                late_penalty = notebook.late_submission_penalty or 0
-                info.update(score=max(0.0, notebook.score - late_penalty), max_score=notebook.max_score,
-                            late_penalty=late_penalty)
-            finally:
-                self.gradebook.db.rollback()
-            return nb, resources
-
-    return GetGradesOnce()
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        self.notebook_id, self.assignment_id = info["notebook"], info["assignment"]
+        self.student_id, self.db_url = info["student"], info["db_url"]
+        self.gradebook = shared_gradebook(self.db_url)
+        self.gradebook.db.rollback()  # what the autograde step has just committed
+        try:  # GetGrades.preprocess, on that gradebook
+            nb, resources = super(GetGrades, self).preprocess(nb, resources)
+            notebook = self.gradebook.find_submission_notebook(self.notebook_id, self.assignment_id, self.student_id)
+            late_penalty = notebook.late_submission_penalty or 0
+            info.update(score=max(0.0, notebook.score - late_penalty), max_score=notebook.max_score,
+                        late_penalty=late_penalty)
+        finally:
+            self.gradebook.db.rollback()
+        return nb, resources
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _exporter_with_grades() -> FeedbackExporter:
     """One exporter per process (its template compiled once), reading grades as ``generate_feedback`` does."""
     exporter = FeedbackExporter()
-    exporter.register_preprocessor(_grades_reader(), enabled=True)
+    exporter.register_preprocessor(_GetGradesOnce(), enabled=True)
     return exporter
 
 
@@ -207,7 +201,7 @@ def write_feedback(out: Path, student_id: str, assignment: str, db_url: str) -> 
     page = feedback_path(out, student_id, assignment)
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(page_html, encoding="utf-8")
-    for name in ("timestamp.txt", "submission_secret.txt"):
+    for name in EXCHANGE_FILES:
         if (autograded / name).exists():
             shutil.copyfile(autograded / name, page.parent / name)
     return page

@@ -2,9 +2,11 @@
 
 nbgrader's own steps record assignments and grades; the grader only checks that an assignment is known,
 reads back what nbgrader decided (score, lateness, penalty), and forgets times an earlier run recorded.
+Formgrader's flags and the feedback page use the one connection a process keeps (`shared_gradebook`).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from nbgrader.api import Gradebook, MissingEntry
@@ -12,7 +14,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .course import tools_on_path
 
-__all__ = ["GradebookError", "Recorded", "has_assignment", "recorded", "forget_times"]
+__all__ = ["GradebookError", "Recorded", "shared_gradebook", "find_submission", "has_assignment", "recorded",
+           "forget_times"]
 
 
 class GradebookError(RuntimeError):
@@ -49,6 +52,13 @@ def _open(db_url: str) -> Gradebook:
         raise GradebookError(f"cannot open the gradebook {db_url}: {str(getattr(error, 'orig', None) or error).strip()}") from None
 
 
+@functools.cache
+def shared_gradebook(db_url: str) -> Gradebook:
+    """One ``Gradebook`` per process and ``db_url``, so SQLAlchemy compiles each query once. Its users start with a
+    rollback and end their transaction before returning, so SQLite holds no lock between notebooks."""
+    return _open(db_url)
+
+
 def has_assignment(db_url: str, assignment: str) -> bool:
     with _open(db_url) as gb:
         try:
@@ -63,7 +73,7 @@ def recorded(db_url: str, pairs: list[tuple[str, str]]) -> dict[tuple[str, str],
     found = {}
     with _open(db_url) as gb:
         for student, assignment in pairs:
-            if (submission := _submission(gb, student, assignment)) is not None:
+            if (submission := find_submission(gb, student, assignment)) is not None:
                 cells = {grade.name: grade.score for notebook in submission.notebooks for grade in notebook.grades}
                 found[(student, assignment)] = Recorded(submission.score, submission.late_submission_penalty,
                                                         submission.total_seconds_late, cells)
@@ -74,12 +84,13 @@ def forget_times(db_url: str, pairs: list[tuple[str, str]]) -> None:
     """Clear each submission's recorded time: nbgrader would keep an earlier run's for a ``no-timestamp`` row."""
     with _open(db_url) as gb:
         for student, assignment in pairs:
-            if (submission := _submission(gb, student, assignment)) is not None:
+            if (submission := find_submission(gb, student, assignment)) is not None:
                 submission.timestamp = None
         gb.db.commit()
 
 
-def _submission(gb: Gradebook, student: str, assignment: str):
+def find_submission(gb: Gradebook, student: str, assignment: str):
+    """The gradebook's submission of ``assignment`` by ``student``, or None."""
     try:
         return gb.find_submission(assignment, student)
     except MissingEntry:

@@ -19,11 +19,12 @@ import types
 from pathlib import Path
 
 import nbformat
+import torch
 
 from editions.assignments import released_notebook
 
 from .audit import audit
-from .autograded import Recorder, stage_files, write_executed
+from .autograded import Recorder, stage
 from .collection import exportable_id
 from .course import nbgrader_config
 from .exercises import chapter_ids, exercises_of
@@ -48,7 +49,7 @@ def python_helpers(assignment: str) -> frozenset[str]:
 
 
 class SlotGrader:
-    """Grades submissions in ``sandbox``, writing the executed notebooks under ``out``; see the module docstring."""
+    """Grades submissions in ``sandbox``, recording each through ``recorder``; see the module docstring."""
 
     def __init__(self, sandbox: Sandbox, limits: Limits, root: Path, staging: Path, recorder: Recorder,
                  seed: int | None = None):
@@ -108,8 +109,7 @@ def graded_row(task: dict, cells: list[GradedCell], results: list[dict], flags: 
     scores = {c.grade_id: (c.points if r["status"] == "ok" else 0.0)
               for c, r in zip(cells, results) if c.kind == "test"}
     student, assignment = task["student_id"], task["assignment"]
-    staged = write_executed(staging, student, assignment, cells, results).parent
-    stage_files(staging, student, assignment, task.get("timestamp"), task.get("secret"))
+    staged = stage(staging, student, assignment, cells, results, task.get("timestamp"), task.get("secret"))
     score, penalty, flags, errors = sum(scores.values()), 0.0, set(flags), []
     try:
         entry = recorder.record(student, assignment, flags, task.get("path"))  # None for an id `exportable_id` refuses
@@ -146,8 +146,6 @@ def _warm_up(seed: int | None, assignments: list[str]) -> None:
     """Run every check of the ``assignments`` being graded once with its reference and the class's seed, while the
     sandbox starts: the inputs and the references' outcomes the class's checks use are then computed
     (`attempts._remembered`), and the first notebook is not slower than the rest."""
-    import torch
-
     torch.set_num_threads(1)  # one core per slot: the checks' tensors are tiny
     for assignment in assignments:
         for exercise in exercises_of(assignment):
@@ -169,11 +167,9 @@ def main() -> None:
         sandbox.wait_ready()
     except SandboxError as error:
         sandbox.close()
-        replies.write(json.dumps({"error": str(error)}) + "\n")
-        replies.flush()
+        print(json.dumps({"error": str(error)}), file=replies, flush=True)
         sys.exit(1)
-    replies.write(json.dumps({"ready": True}) + "\n")
-    replies.flush()
+    print(json.dumps({"ready": True}), file=replies, flush=True)
     # a staging folder of its own: nbgrader globs the staged notebooks' paths unescaped, and a student id such as
     # "*" must not match a notebook another slot has staged at the same moment
     root, staging, out = Path(config["root"]), Path(config["staging"]) / config["name"], Path(config["out"])
@@ -181,8 +177,7 @@ def main() -> None:
     grader = SlotGrader(sandbox, limits, root, staging, recorder, config.get("seed"))
     try:
         for line in sys.stdin:
-            replies.write(json.dumps(grader.grade(json.loads(line))) + "\n")
-            replies.flush()
+            print(json.dumps(grader.grade(json.loads(line))), file=replies, flush=True)
     finally:
         grader.sandbox.close()
 
