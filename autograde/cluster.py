@@ -5,11 +5,8 @@ process `autograde.pool` starts on one machine: its own sandbox, student code on
 on every worker before anything is graded; one that cannot stops the run with an error naming its worker. Then
 each submission is one Dask task, which carries the notebook's bytes (the workers need not see where it was
 unpacked) and returns the row; the main process writes the class's records from the rows, as on one machine.
-
-A worker lost mid-run costs nothing: Dask gives its tasks to the other workers, and its slots die with it (a
-slot is killed with the thread that started it), so a notebook is never graded in two places at once. A slot that dies or hangs costs its row
-(``grader-crashed``), as in the pool; a worker that joins later and cannot start its sandbox, the rows it was
-given (``sandbox-failed``, its address in grader-errors.log). What a worker needs: autograde/README.md.
+What a lost worker, a slot that dies and a worker that joins late cost, and what a worker needs: autograde/README.md
+("More than one machine").
 """
 from __future__ import annotations
 
@@ -42,12 +39,11 @@ class SandboxDown(SlotError):
 def _slot(config: dict) -> Slot:
     """The calling worker thread's slot for this run (``config["run"]``), started if it has none."""
     ident, worker = threading.get_ident(), get_worker()
-    slot = _SLOTS.pop(ident, None)
+    slot = _SLOTS.get(ident)
     if slot is not None and slot.config["run"] == config["run"] and slot.process is not None:
-        _SLOTS[ident] = slot
         return slot
     if slot is not None:
-        slot.close()  # an earlier run's
+        _SLOTS.pop(ident).close()  # an earlier run's, or one that failed
     staging = Path(worker.local_directory) / "autograde-staging"
     slot = Slot({**config, "staging": str(staging), "name": f"slot{ident}"})
     try:
