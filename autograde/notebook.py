@@ -57,7 +57,7 @@ def _source(cell: dict) -> str:
     """A cell's text; a submitted cell of the wrong shape holds no code."""
     source = cell.get("source", "")
     if isinstance(source, list) and all(isinstance(line, str) for line in source):
-        return _writable("".join(source))
+        source = "".join(source)
     return _writable(source) if isinstance(source, str) else ""
 
 
@@ -122,7 +122,7 @@ def merge(source: nbformat.NotebookNode, release: nbformat.NotebookNode,
 
 def solution_sources(source: nbformat.NotebookNode) -> dict[str, str]:
     """The instructor's solution cells of a source notebook, by grade_id."""
-    return {_meta(c)["grade_id"]: c.source for c in source.cells if _kind(c) == "student" and _meta(c).get("grade_id")}
+    return {g: c.source for c in source.cells if _kind(c) == "student" and (g := _meta(c).get("grade_id"))}
 
 
 def max_score(cells: list[GradedCell]) -> float:
