@@ -3,6 +3,7 @@ kernel's check (`autograde.checking`) and the sandbox's withheld tree (`autograd
 """
 from __future__ import annotations
 
+import contextlib
 import types
 
 __all__ = ["functions_of", "code_of", "named_objects"]
@@ -31,17 +32,12 @@ def code_of(impl: object) -> list[types.CodeType]:
 def named_objects(function: types.FunctionType) -> list[object]:
     """The globals a function's code names (a named module's attributes it names too: ``tfm_ref.softmax``) and
     the values its closures hold."""
-    found = [cell.cell_contents for cell in function.__closure__ or () if _filled(cell)]
+    found = []
+    for cell in function.__closure__ or ():
+        with contextlib.suppress(ValueError):  # a closure variable not assigned yet
+            found.append(cell.cell_contents)
     names = {n for code in code_of(function) for n in code.co_names}
     for name in names:
         value = function.__globals__.get(name)
         found += [getattr(value, n, None) for n in names] if isinstance(value, types.ModuleType) else [value]
     return found
-
-
-def _filled(cell: types.CellType) -> bool:
-    try:
-        cell.cell_contents
-    except ValueError:  # a closure variable not assigned yet
-        return False
-    return True
