@@ -171,7 +171,6 @@ class Recorder:
 
 
 FLAG_NOTES = {
-    "late": "handed in after the due date.",
     "time-unverified": "the time is the student's own timestamp.txt: check it against your record, or grade with "
                        "--submitted-at.",
     "no-timestamp": "there was no time for it: it counted as on time.",
@@ -200,7 +199,7 @@ FLAG_NOTES = {
     **dict.fromkeys(("grader-error", "grader-crashed", "sandbox-failed"),
                     "the grader's own failure: grade this notebook again (the traceback is in grader-errors.log)."),
 }
-"""What each flag asks of the instructor, in the note formgrader shows."""
+"""What each flag asks of the instructor, in the note formgrader shows (``late``'s is `grader_note`'s own)."""
 
 UNFLAGGED = frozenset({"time-unverified", "no-timestamp"})
 """Flags a whole run without --submitted-at shares: in the note, but not "Flagged?" in formgrader."""
@@ -236,10 +235,8 @@ def grader_note(flags: Iterable[str], seconds_late: float = 0.0, penalty: float 
     return f"{GRADER_NOTE} (the student does not see this note):\n" + "\n".join(lines)
 
 
-def _cell_order(out: Path | None, student: str, assignment: str, notebook: str) -> list[str]:
+def _cell_order(out: Path, student: str, assignment: str, notebook: str) -> list[str]:
     """The grade ids of the autograded notebook's cells, in order (empty when it cannot be read)."""
-    if out is None:
-        return []
     try:
         with (out / "autograded" / student / assignment / f"{notebook}.ipynb").open(encoding="utf-8") as f:
             cells = json.load(f).get("cells", [])
@@ -248,9 +245,10 @@ def _cell_order(out: Path | None, student: str, assignment: str, notebook: str) 
         return []
 
 
-def flag_submissions(db_url: str, flagged: Iterable[tuple[str, str, Iterable[str]]], out: Path | None = None) -> None:
+def flag_submissions(db_url: str, flagged: Iterable[tuple[str, str, Iterable[str]]], out: Path) -> None:
     """For each ``(student, assignment, flags)`` the gradebook has, set formgrader's "Flagged?" (any flag but
-    `UNFLAGGED`) and put `grader_note` in the first solution cell's automatic comment, replacing an earlier run's."""
+    `UNFLAGGED`) and put `grader_note` in the first solution cell's automatic comment, replacing an earlier run's
+    (first in the order of the autograded notebook under the course root ``out``)."""
     gb = shared_gradebook(db_url)
     gb.db.rollback()
     try:
