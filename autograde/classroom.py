@@ -11,9 +11,9 @@ from pathlib import Path
 
 import nbformat
 
-from editions.assignments import ROOT, SOLUTIONS, released_notebook
+from editions.assignments import ROOT, SOLUTIONS
 from .course import CONFIG_NAME
-from .release import source_notebook
+from .release import assignment_notebooks
 
 __all__ = ["make_course", "solved_notebook", "untouched_notebook", "write_submission", "make_class"]
 
@@ -29,18 +29,13 @@ def make_course(folder: Path, assignments: list[str]) -> Path:
     return folder
 
 
-def _notebooks(assignment: str, root: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
-    source = nbformat.read(source_notebook(assignment, root / "solutions"), 4)
-    return source, nbformat.read(released_notebook(assignment, root), 4)
-
-
 def untouched_notebook(assignment: str, root: Path = ROOT) -> nbformat.NotebookNode:
-    return _notebooks(assignment, root)[1]
+    return assignment_notebooks(assignment, root)[1]
 
 
 def solved_notebook(assignment: str, answers: dict[str, str] | None = None, root: Path = ROOT) -> nbformat.NotebookNode:
     """The released notebook with the instructor's solutions, or ``answers[grade_id]`` where given."""
-    source, release = _notebooks(assignment, root)
+    source, release = assignment_notebooks(assignment, root)
     student = copy.deepcopy(release)
     for original, cell in zip(source.cells, student.cells):
         meta = cell.metadata.get("nbgrader", {})

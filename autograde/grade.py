@@ -21,7 +21,6 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-import nbformat
 from sqlalchemy.engine import make_url
 
 from editions.assignments import ROOT, assignment_ids, released_notebook
@@ -34,7 +33,7 @@ from .lms import MappingError, read_mapping
 from .notebook import merge, solution_sources
 from .pool import SlotError, SlotPool
 from .records import CHECK_COLUMNS, CSV_COLUMNS, ERRORS_LOG, RECORD, ClassRecords
-from .release import release, source_notebook
+from .release import assignment_notebooks, release, source_notebook
 from .sandbox import Limits
 from .similarity import similarity_flags
 from .slot import unscored_row
@@ -58,7 +57,7 @@ def _assets(assignments: list[str], db_url: str, root: Path) -> dict[str, tuple]
             stale.append(assignment)
     if stale:
         release(stale, db_url, root)
-    return {a: (nbformat.read(source, 4), nbformat.read(released_notebook(a, root), 4)) for a, source in sources.items()}
+    return {a: assignment_notebooks(a, root) for a in assignments}
 
 
 def _keep_a_copy(db_url: str) -> None:
@@ -108,8 +107,7 @@ def _similarity_assets(assignments: set[str], assets: dict[str, tuple], root: Pa
             found[assignment] = assets[assignment]
             continue
         try:
-            found[assignment] = (nbformat.read(source_notebook(assignment, root / "solutions"), 4),
-                                 nbformat.read(released_notebook(assignment, root), 4))
+            found[assignment] = assignment_notebooks(assignment, root)
         except (OSError, ValueError):  # gone from the course since: its rows keep the flags they have
             continue
     return found

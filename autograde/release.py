@@ -19,7 +19,7 @@ from .testcells import GradedCellError, parse_test_cell
 from .course import nbgrader_config, tools_on_path
 from .messages import mark_notebook
 
-__all__ = ["source_notebook", "release"]
+__all__ = ["source_notebook", "assignment_notebooks", "release"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,13 @@ def source_notebook(assignment: str, solutions: Path = SOLUTIONS) -> Path:
         nb.metadata.pop("jupytext", None)  # the .ipynb is an output, not a paired file
         nbformat.write(nb, notebook)
     return notebook
+
+
+def assignment_notebooks(assignment: str, root: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+    """The source and the released notebook of ``assignment`` in the course at ``root``: what grading merges a
+    submission with (`autograde.notebook.merge`)."""
+    return (nbformat.read(source_notebook(assignment, root / "solutions"), 4),
+            nbformat.read(released_notebook(assignment, root), 4))
 
 
 STUDENT_CONFIG = Path(__file__).resolve().parent / "student" / "nbgrader_config.py"

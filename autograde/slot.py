@@ -21,7 +21,6 @@ from pathlib import Path
 import nbformat
 import torch
 
-from editions.assignments import released_notebook
 
 from .audit import audit
 from .autograded import Recorder, stage
@@ -32,7 +31,7 @@ from .feedback import write_feedback
 from .isolation import die_with_parent
 from .messages import notebook_language, speaking
 from .notebook import GradedCell, load_notebook, max_score, merge
-from .release import source_notebook
+from .release import assignment_notebooks
 from .sandbox import Limits, Sandbox, SandboxError
 from .session import run_notebook
 
@@ -59,8 +58,7 @@ class SlotGrader:
 
     def assets(self, assignment: str) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
         if assignment not in self._assets:
-            self._assets[assignment] = (nbformat.read(source_notebook(assignment, self.root / "solutions"), 4),
-                                        nbformat.read(released_notebook(assignment, self.root), 4))
+            self._assets[assignment] = assignment_notebooks(assignment, self.root)
         return self._assets[assignment]
 
     def grade(self, task: dict) -> dict:

@@ -8,7 +8,6 @@ import os
 import re
 from pathlib import Path
 
-import nbformat
 import pytest
 from nbgrader.api import Gradebook
 from trusting_pool import TrustingPool
@@ -16,12 +15,12 @@ from trusting_pool import TrustingPool
 from autograde.__main__ import main
 from autograde.autograded import Recorder
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
-from editions.assignments import ROOT, released_notebook
+from editions.assignments import ROOT
 from autograde.course import CONFIG_NAME, nbgrader_config
 from autograde.grade import RECORD, before_grading, grade, summary
 from autograde.notebook import load_notebook, merge
 from autograde.records import ERRORS_LOG, ClassRecords
-from autograde.release import source_notebook
+from autograde.release import assignment_notebooks
 from autograde.sandbox import Limits
 from autograde.slot import graded_row
 
@@ -50,8 +49,7 @@ class ReadingPool(TrustingPool):
         for task in tasks:
             assignment = task["assignment"]
             student = load_notebook(Path(task["path"]))[0] if task["path"] else None
-            cells = merge(nbformat.read(source_notebook(assignment, root / "solutions"), 4),
-                          nbformat.read(released_notebook(assignment, root), 4), student)
+            cells = merge(*assignment_notebooks(assignment, root), student)
             results = [{"status": "ok", "stdout": "", "error": ""} for _ in cells]
             checks = [{"cell": c.grade_id, "exercise": c.grade_id.rsplit("_", 1)[0], "hidden": "hidden" in c.grade_id,
                        "passed": True, "mistake": None, "delegated": []} for c in cells if c.kind == "test"]
