@@ -26,6 +26,7 @@ from editions.assignments import ROOT
 
 from . import messages
 from .collection import shown as _shown
+from .feedback import anchor
 from .records import CHECK_COLUMNS, CSV_COLUMNS, unescaped, write_atomically
 
 __all__ = ["ReportError", "Results", "Row", "Check", "read_results", "class_report", "write_report", "languages",
@@ -462,11 +463,6 @@ def _style() -> str:
     return (Path(__file__).parent / "templates" / "report" / "report.css").read_text(encoding="utf-8")
 
 
-def _anchor(grade_id: str) -> str:
-    """A test cell's anchor in the feedback page (`autograde.feedback`)."""
-    return "cell-" + re.sub(r"[^A-Za-z0-9_-]", "-", grade_id)
-
-
 class _Page:
     """The report's HTML in one language. Every word goes through ``self._`` outside f-strings, where babel's
     extractor finds it (tests/test_class_report.py checks the catalogues)."""
@@ -508,7 +504,7 @@ class _Page:
             target = urllib.parse.quote(Path(os.path.relpath(path, self.page.parent)).as_posix())
         except ValueError:  # on another drive
             target = path.resolve().as_uri()
-        return _e(target + (f"#{_anchor(cell)}" if cell else ""))
+        return _e(target + (f"#{anchor(cell)}" if cell else ""))
 
     def feedback(self, student: str, assignment: str) -> Path:
         return self.results.out / "feedback" / student / assignment / f"{assignment}.html"
