@@ -26,6 +26,7 @@ from editions.assignments import ROOT
 
 from . import messages
 from .collection import shown as _shown
+from .autograded import ERROR_NAMES
 from .feedback import anchor
 from .records import CHECK_COLUMNS, CSV_COLUMNS, unescaped, write_atomically
 
@@ -38,6 +39,8 @@ TIME_FLAGS = frozenset({"late", "time-unverified", "no-timestamp", "bad-timestam
 # a notebook that stopped in a cell (`autograde.session`): a checks.csv graded before its `stopped` column was written
 # says no more than these flags of the row, and the report then counts each unnamed failure of the row as stopped
 STOPPED_FLAGS = frozenset({"timeout", "crashed", "memory-limit", "bad-reply"})
+STOPPED_ERRORS = frozenset(ERROR_NAMES[status] for status in ("timeout", "crashed", "bad-reply"))
+"""How the cell where a notebook stopped shows in the notebook as it ran (`autograde.autograded`)."""
 # the columns of grades.csv and checks.csv (records.py) a file may lack: those the report does not read, and one an
 # older grader did not write (checks.csv's "stopped")
 OPTIONAL_COLUMNS = ("notebook", "late_penalty", "cells", "stopped")
@@ -219,6 +222,19 @@ class _Notebooks:
                 return any(said in str(o.get("evalue", "")) for o in cell.get("outputs", ())
                            if o.get("output_type") == "error" for said in _stub_messages())
         return False
+
+    def stopped_cells(self, student: str, assignment: str) -> list[str | int]:
+        """The cells where the notebook stopped (timed out, crashed, replied badly): a graded cell's id, or another
+        cell's number in the notebook as it ran."""
+        nb = self._notebook(student, assignment)
+        found: list[str | int] = []
+        for number, cell in enumerate(nb.cells if nb else (), 1):
+            errors = {o.get("ename") for o in cell.get("outputs", ()) if o.get("output_type") == "error"}
+            if errors & STOPPED_ERRORS:
+                meta = cell.get("metadata", {}).get("nbgrader", {})
+                grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+                found.append(grade_id if isinstance(grade_id, str) and grade_id else number)
+        return found
 
     def solutions(self, student: str, assignment: str) -> dict[str, str]:
         return {meta["grade_id"]: str(cell.get("source", "")) for meta, cell in self._cells(student, assignment)
@@ -743,6 +759,11 @@ class _Page:
                     continue
             chips.append(f"<span class='flag' title='{_e(html.unescape(self.advice.get(kind, '')))}'>"
                          f"{_e(f).replace(':', ':<wbr>')}</span>")
+        if kinds & STOPPED_FLAGS & row.kinds and (cells := self.notebooks.stopped_cells(row.student, row.assignment)):
+            stopped_in = self._("stopped in")
+            where = ", ".join(f"<code>{_e(c)}</code>" if isinstance(c, str)
+                              else _e(self._("cell {number}").format(number=c)) for c in cells)
+            chips.append(f"<div>{_e(stopped_in)} {where}</div>")
         if similar:
             people = []
             for other, named_cells in similar.items():

@@ -199,8 +199,18 @@ def test_a_check_counts_as_stopped_by_its_own_record_or_by_its_rows_flags_in_an_
         writer = csv.DictWriter(f, columns, extrasaction="ignore")  # the fixture's rows: "" (before the column)
         writer.writeheader()
         writer.writerows([*CHECKS, *ivy])
-    table = _exercise_table(write_report(out).read_text(encoding="utf-8"), A)
+    timed_out = new_output("error", ename="Timeout", evalue="this cell ran past 30 s", traceback=[])
+    ivys = out / "autograded" / "ivy" / A / f"{A}.ipynb"  # it stopped in a cell of the student's own
+    ivys.parent.mkdir(parents=True)
+    nbformat.write(new_notebook(cells=[new_code_cell("import torch"), new_code_cell("x = 1", outputs=[timed_out])]),
+                   ivys)
+    page = write_report(out).read_text(encoding="utf-8")
+    table = _exercise_table(page, A)
     softmax, attention = table["softmax"], table["attention"]
+    flagged = {_text(r).split()[0]: " ".join(_text(r).split()) for r in _rows(_section(page, "flagged"))[1:]}
+    assert "timeout stopped in cell 2" in flagged["ivy"]
+    zh = write_report(out, out / "zh.html", "zh_CN").read_text(encoding="utf-8")
+    assert "停在 第 2 个单元格" in " ".join(_text(_section(zh, "flagged")).split())
     if stopped is None:
         assert (softmax["no name"], softmax["stopped"]) == ("1", "1")  # dee; ivy, whose notebook timed out
     else:
@@ -494,3 +504,6 @@ def test_a_failure_before_the_cell_where_a_notebook_stopped_is_where_the_catalog
     assert f"{M}.shift_right" not in grow and "hex" not in _text(_section(page, "unnamed"))
     flagged = _text(_section(page, "flagged"))
     assert "wil" in flagged and "hex" in flagged and "timeout" in flagged
+    # each names the cell it stopped in: wil's first check of shift_right, hex's own attention_mask cell
+    rows = {_text(r).split()[0]: " ".join(_text(r).split()) for r in _rows(_section(page, "flagged"))[1:]}
+    assert "stopped in shift_right_visible" in rows["wil"] and "stopped in attention_mask" in rows["hex"]
