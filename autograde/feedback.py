@@ -28,7 +28,7 @@ from .gradebook import shared_gradebook
 from .messages import METADATA, _, language, notebook_language, prose_translations, speaking
 from .notebook import is_widget
 
-__all__ = ["FeedbackExporter", "TEMPLATES", "GRADER_NOTE", "feedback_path", "feedback_html", "write_feedback"]
+__all__ = ["FeedbackExporter", "CourseGrades", "TEMPLATES", "GRADER_NOTE", "feedback_path", "feedback_html", "write_feedback"]
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 GRADER_NOTE = "⚑ Flagged by the grader"
@@ -163,7 +163,18 @@ def feedback_html(notebook: nbformat.NotebookNode, resources: dict | None = None
     return FeedbackExporter().from_notebook_node(notebook, resources)[0]
 
 
-class _GetGradesOnce(GetGrades):
+class CourseGrades(GetGrades):
+    """nbgrader's ``GetGrades`` (the course config's, for ``generate_feedback``), which also marks a score given by
+    hand in formgrader, so that the page does not show a check that failed under a ✓ with no word why."""
+
+    def _get_score(self, cell, resources):
+        super()._get_score(cell, resources)
+        grade = self.gradebook.find_grade(cell.metadata.nbgrader["grade_id"], self.notebook_id, self.assignment_id,
+                                          self.student_id)
+        cell.metadata.nbgrader["by_hand"] = grade.manual_score is not None
+
+
+class _GetGradesOnce(CourseGrades):
     """nbgrader's ``GetGrades`` on the process's one gradebook connection (`shared_gradebook`): the same page as
     ``generate_feedback``'s, in a tenth of the time."""
 

@@ -9,8 +9,6 @@ names another, e.g. ``postgresql://grader@dbhost/course``.
 """
 import os
 
-from nbgrader.preprocessors import GetGrades
-
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,10 +31,11 @@ c.ExportPlugin.to = os.path.join(ROOT, "nbgrader-export.csv")
 
 # One feedback page: generate_feedback (after grading by hand in formgrader) writes the page that
 # `python -m autograde grade` writes, with the course's exporter and template (autograde/feedback.py,
-# autograde/templates/feedback/): scores and comments from the gradebook (GetGrades), math drawn locally,
-# never a hidden test (nbgrader's own page shows them) nor the unrun "try it" cells.
+# autograde/templates/feedback/): scores and comments from the gradebook (CourseGrades: nbgrader's GetGrades,
+# marking a score given by hand), math drawn locally, never a hidden test (nbgrader's own page shows them) nor the
+# unrun "try it" cells.
 c.GenerateFeedback.exporter_class = "autograde.feedback.FeedbackExporter"
-c.GenerateFeedback.preprocessors = [GetGrades]
+c.GenerateFeedback.preprocessors = ["autograde.feedback.CourseGrades"]
 
 # nbgrader's autograde (the command, and formgrader's Autograde button) would run the students' code in an
 # ordinary kernel, outside the sandbox: it refuses, saying to use `python -m autograde grade`, which runs

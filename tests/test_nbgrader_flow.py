@@ -192,8 +192,10 @@ def test_generate_feedback_by_hand_after_manual_grading_shows_it_and_still_no_hi
     assert not any(fetch in page.lower() for fetch in ("<script", "<link", "src=", "url(", "@import", "mathjax", "cdn"))
     # with what the instructor did in formgrader: the comment, the new score (what it was + 1.5) and its check
     assert "<div class=\"comment\"><strong>Comment</strong><p>Subtract the row maximum first.</p>" in page
-    assert f"<p class=\"points\">Score: {before + 1.5:g} / 10</p>" in page and "◐ 1.5 / 2</td>" in page
-    assert "<p class=\"points part\">1.5 / 2 points</p>" in page
+    # the score given by hand says so, in the summary and above its check (whose message still says it failed)
+    by_hand = ' <span class="by-hand">given by hand</span>'
+    assert f"<p class=\"points\">Score: {before + 1.5:g} / 10</p>" in page and f"◐ 1.5 / 2{by_hand}</td>" in page
+    assert f"<p class=\"points part\">1.5 / 2 points{by_hand}</p>" in page and page.count(by_hand) == 2
     assert "details class='fix'><summary>How to fix it</summary>" in page  # still folded
     assert "BEGIN HIDDEN TESTS" not in page and "hidden=True" not in page and GRADER_NOTE not in page
     assert "Try it." not in page and "attention_explorer" not in page  # the widget cells, never run when grading
