@@ -32,7 +32,7 @@ from traitlets.config import Config
 
 from .collection import EXCHANGE_FILES, exportable_id
 from .feedback import GRADER_NOTE, shown_comment
-from .gradebook import Recorded, find_submission, recorded, shared_gradebook
+from .gradebook import Recorded, after_penalty, find_submission, recorded, shared_gradebook
 from .messages import ENGLISH, METADATA, language
 from .notebook import GradedCell
 from .similarity import is_similarity
@@ -225,7 +225,7 @@ def grader_note(flags: Iterable[str], seconds_late: float = 0.0, penalty: float 
         if kind == "late":
             text = (f"handed in {_duration(seconds_late)} after the due date. " +
                     (f"The late policy took {penalty:g} point{'s' * (penalty != 1)} off: "
-                     f"{max(score - penalty, 0.0):g} / {max_score:g} after it. Formgrader's lists give that score "
+                     f"{after_penalty(score, penalty):g} / {max_score:g} after it. Formgrader's lists give that score "
                      f"when its server has loaded the course's extension autograde.formgrader (docs/instructor.md, "
                      f"Formgrader), as grades.csv, nbgrader export and the feedback page do." if penalty
                      else "The late policy took nothing off."))

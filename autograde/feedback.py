@@ -24,11 +24,12 @@ from traitlets import default
 from editions.notebooks import translate_cell
 
 from .collection import EXCHANGE_FILES
-from .gradebook import shared_gradebook
+from .gradebook import after_penalty, shared_gradebook
 from .messages import METADATA, _, language, notebook_language, prose_translations, speaking
 from .notebook import is_widget
 
-__all__ = ["FeedbackExporter", "CourseGrades", "TEMPLATES", "GRADER_NOTE", "feedback_path", "feedback_html", "write_feedback"]
+__all__ = ["FeedbackExporter", "CourseGrades", "TEMPLATES", "GRADER_NOTE", "feedback_path", "feedback_html",
+           "write_feedback"]
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 GRADER_NOTE = "⚑ Flagged by the grader"
@@ -167,11 +168,10 @@ class CourseGrades(GetGrades):
     """nbgrader's ``GetGrades`` (the course config's, for ``generate_feedback``), which also marks a score given by
     hand in formgrader, so that the page does not show a check that failed under a ✓ with no word why."""
 
-    def _get_score(self, cell, resources):
-        super()._get_score(cell, resources)
+    def _get_score(self, cell, resources):  # GetGrades' own, with the grade read once for the mark too
         grade = self.gradebook.find_grade(cell.metadata.nbgrader["grade_id"], self.notebook_id, self.assignment_id,
                                           self.student_id)
-        cell.metadata.nbgrader["by_hand"] = grade.manual_score is not None
+        cell.metadata.nbgrader.update(score=grade.score, points=grade.max_score, by_hand=grade.manual_score is not None)
 
 
 class _GetGradesOnce(CourseGrades):
@@ -188,7 +188,7 @@ class _GetGradesOnce(CourseGrades):
             nb, resources = super(GetGrades, self).preprocess(nb, resources)
             notebook = self.gradebook.find_submission_notebook(self.notebook_id, self.assignment_id, self.student_id)
             late_penalty = notebook.late_submission_penalty or 0
-            info.update(score=max(0.0, notebook.score - late_penalty), max_score=notebook.max_score,
+            info.update(score=after_penalty(notebook.score, late_penalty), max_score=notebook.max_score,
                         late_penalty=late_penalty)
         finally:
             self.gradebook.db.rollback()

@@ -14,11 +14,9 @@ from collections.abc import Iterable
 from nbgrader.api import Assignment, Notebook, SubmittedAssignment, SubmittedNotebook
 from nbgrader.apps.api import NbGraderAPI
 
+from .gradebook import after_penalty
+
 __all__ = ["FinalScores"]
-
-
-def _final(score: float, penalty: float | None) -> float:
-    return max(0.0, score - (penalty or 0.0))
 
 
 def _mean(scores: Iterable[float]) -> float:
@@ -45,7 +43,7 @@ class FinalScores(NbGraderAPI):
                                 SubmittedAssignment.late_submission_penalty)
                     .join(Assignment, SubmittedAssignment.assignment_id == Assignment.id)
                     .filter(*criteria).all())
-        return [(id_, student, _final(score, penalty)) for id_, student, score, penalty in rows]
+        return [(id_, student, after_penalty(score, penalty)) for id_, student, score, penalty in rows]
 
     def _assignment_scores(self, *criteria) -> dict[str, float]:
         """The score after the penalty of each submitted assignment that ``criteria`` select, by id."""
@@ -60,7 +58,7 @@ class FinalScores(NbGraderAPI):
                     .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
                     .join(Assignment, Notebook.assignment_id == Assignment.id)
                     .filter(*criteria).all())
-        return {id_: _final(score, penalty) for id_, score, penalty in rows}
+        return {id_: after_penalty(score, penalty) for id_, score, penalty in rows}
 
     def _totals(self, *criteria) -> dict[str, float]:
         """Each student's total over the submitted assignments that ``criteria`` select, after the penalties."""

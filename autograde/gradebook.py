@@ -14,12 +14,18 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .course import tools_on_path
 
-__all__ = ["GradebookError", "Recorded", "shared_gradebook", "find_submission", "has_assignment", "recorded",
-           "forget_times"]
+__all__ = ["GradebookError", "after_penalty", "Recorded", "shared_gradebook", "find_submission", "has_assignment",
+           "recorded", "forget_times"]
 
 
 class GradebookError(RuntimeError):
     """The gradebook cannot be opened."""
+
+
+def after_penalty(score: float, penalty: float | None) -> float:
+    """A score after the late policy's penalty, never below 0: what grades.csv, nbgrader export, formgrader (with
+    `autograde.formgrader`) and the feedback page give."""
+    return max(0.0, score - (penalty or 0.0))
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,7 @@ class Recorded:
     @property
     def final_score(self) -> float:
         """The score after the late penalty: what grades.csv and nbgrader export give."""
-        return max(0.0, self.score - self.penalty)
+        return after_penalty(self.score, self.penalty)
 
     @property
     def taken_off(self) -> float:
