@@ -2,8 +2,9 @@
 
 * `autograde.spec`: what an exercise is; `autograde.checking`: ``check``, the notebooks' entry point;
   `autograde.exercises.<assignment>`: each chapter's exercise specs.
-* ``python -m autograde release | grade | report | bench | audit``: the instructor's pipeline
-  (see ``autograde/README.md``).
+* ``python -m autograde release | grade | bench | audit``: the instructor's pipeline (see ``autograde/README.md``);
+  the class report is ``python -m class_report``, the sandbox notebooks run in is `notebook_sandbox`, and a
+  class's submissions are read by `intake`.
 
 ``from autograde import check`` loads the checks on first use; importing the package itself
 loads nothing heavy (``autograde.audit`` and the grading CLI's collection step need no torch).

@@ -1,11 +1,12 @@
-"""``python -m autograde``: release | grade | report | bench | audit (the instructor's commands)."""
+"""``python -m autograde``: release | grade | bench | audit (the instructor's commands; the class report is
+``python -m class_report``)."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-from .course import default_root
+from .course import course_options, default_root
 
 
 def _positive(kind: type):
@@ -24,11 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograde", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    course = argparse.ArgumentParser(add_help=False)
-    course.add_argument("--root", type=Path, help="the course root (default: the one your nbgrader config names, "
-                        "as on the course's JupyterHub, else this repository)")
-    course.add_argument("--db", help="gradebook SQLAlchemy URL (default: the nbgrader config's, else gradebook.db "
-                        "at the course root)")
+    course = course_options()
 
     rel = commands.add_parser("release", parents=[course],
                               help="generate release/<id>/<id>.ipynb from solutions/<id>/<id>.md")
@@ -91,18 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     bch.add_argument("--dir", type=Path, help="where the generated course and class are written: with --scheduler, "
                      "a folder every worker sees at the same path (default: a temporary folder)")
 
-    rpt = commands.add_parser("report", parents=[course], help="the class report: one HTML page of the scores, the mistakes and the "
-                              "rows to review, from OUT/grades.csv and OUT/checks.csv")
-    rpt.add_argument("results", nargs="?", type=Path, metavar="OUT",
-                     help="where `grade` wrote grades.csv and checks.csv (default: the course root)")
-    rpt.add_argument("--out", type=Path, dest="page", help="the page to write (default: OUT/report.html)")
-    rpt.add_argument("--lang", default="en", help="the page's language: en (default) or zh_CN")
-
     aud = commands.add_parser("audit", help="static audit flags of notebooks' code cells")
     aud.add_argument("notebooks", nargs="+", type=Path)
 
     args = parser.parse_args(argv)
-    if args.command in ("release", "grade", "report"):
+    if args.command in ("release", "grade"):
         args.root = (args.root or default_root()).resolve()
     try:
         if args.command == "release":
@@ -112,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(path)
         elif args.command == "grade":
             from .grade import before_grading, grade, summary
-            from .sandbox import Limits
+            from notebook_sandbox.container import Limits
 
             limits = Limits(cell_timeout=args.cell_timeout, memory_mb=args.memory_mb, processes=args.processes,
                             tmp_mb=args.tmp_mb, notebook_mb=args.max_notebook_mb)
@@ -126,23 +116,6 @@ def main(argv: list[str] | None = None) -> int:
             from .bench import bench
 
             bench(args.students, scheduler=args.scheduler, where=args.dir)
-        elif args.command == "report":
-            from .course import nbgrader_config
-            from .gradebook import GradebookError
-            from .records import refresh_scores
-            from .report import write_report
-
-            results = args.results or args.root
-            try:  # scores given by hand in formgrader since grading
-                db_url = nbgrader_config(args.db, args.root).CourseDirectory.db_url
-                changed = refresh_scores(results / "grades.csv", db_url) if (results / "grades.csv").is_file() else 0
-            except (ValueError, GradebookError) as error:
-                print(f"grades.csv not compared with a gradebook ({error})", file=sys.stderr)
-            else:
-                if changed:
-                    rows = "1 row" if changed == 1 else f"{changed} rows"
-                    print(f"grades.csv: {rows} brought in step with the gradebook's scores")
-            print(f"class report → {write_report(results, args.page, args.lang)}")
         else:
             from .audit import audit
             from .notebook import load_notebook

@@ -1,6 +1,6 @@
 """How the object under test is built: the function itself, or an ``nn.Module`` class built from the case's
 sizes with the reference's weights loaded. The grader builds the `reference` and reads its `weights`; the
-student's object follows a `plan`, plain data that `autograde.building` follows in the sandbox (which holds no
+student's object follows a `plan`, plain data that `notebook_sandbox.building` follows in the sandbox (which holds no
 adapter). Exercises may subclass one: to perturb the weights, compare two modules, or what a call raises.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from .building import build
+from notebook_sandbox.building import build
 
 __all__ = ["FunctionAdapter", "ModuleAdapter", "DriverAdapter", "Dims", "AS_BUILT", "TRAINING"]
 
@@ -42,7 +42,7 @@ class FunctionAdapter:
 
 @dataclass(frozen=True)
 class DriverAdapter(FunctionAdapter):
-    """The checked function is the driver ``name`` (`autograde.drivers`) around the reference, a mistake or the
+    """The checked function is the driver ``name`` (`notebook_sandbox.drivers`) around the reference, a mistake or the
     student's function: the same loop on both sides, whose results are compared."""
 
     name: str

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from notebook_sandbox.building import module_parameters
+from notebook_sandbox.evaluation import CheckFailed, Outcome, evaluate
+from notebook_sandbox.inputs import Call
+
 from .adapters import Dims
-from .building import module_parameters
 from .candidates import Candidate, LocalCandidate
 from .comparison import Tolerance, compare
-from .evaluation import CheckFailed, Outcome, evaluate
-from .inputs import Call
 from .messages import _
 
 if TYPE_CHECKING:

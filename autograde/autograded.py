@@ -30,7 +30,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SAWarning
 from traitlets.config import Config
 
-from .collection import EXCHANGE_FILES, exportable_id
+from intake.collection import EXCHANGE_FILES, exportable_id
+
 from .feedback import GRADER_NOTE, shown_comment
 from .gradebook import Recorded, after_penalty, find_submission, recorded, shared_gradebook
 from .messages import ENGLISH, METADATA, language

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from . import wire
+from notebook_sandbox import wire
+from notebook_sandbox.building import build, module_parameters
+from notebook_sandbox.evaluation import CheckFailed, Outcome, evaluate
+from notebook_sandbox.inputs import Call
+
 from .adapters import Dims
-from .building import build, module_parameters
 from .code_names import code_of
-from .evaluation import CheckFailed, Outcome, evaluate
-from .inputs import Call
 from .messages import _
 
 if TYPE_CHECKING:

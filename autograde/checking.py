@@ -13,8 +13,9 @@ import sys
 import types
 from collections.abc import Callable
 
+from notebook_sandbox.evaluation import CheckFailed
+
 from .code_names import functions_of, named_objects
-from .evaluation import CheckFailed
 from .messages import _
 from .spec import Exercise, get_exercise
 

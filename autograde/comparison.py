@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
-from .display import brief
-from .evaluation import Outcome, flatten
+from notebook_sandbox.display import brief
+from notebook_sandbox.evaluation import Outcome, flatten
+
 from .messages import ENGLISH, N_, _, speaking
 
 __all__ = ["Tolerance", "tolerance", "difference", "compare", "error_hint", "same"]

@@ -3,6 +3,7 @@ their notebooks are found by `editions.assignments`), and what Jupyter's config 
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from editions.assignments import ROOT
 
-__all__ = ["CONFIG_NAME", "default_root", "nbgrader_config", "tools_on_path"]
+__all__ = ["CONFIG_NAME", "default_root", "nbgrader_config", "tools_on_path", "course_options"]
 
 CONFIG_NAME = "nbgrader_config.py"
 
@@ -30,6 +31,16 @@ def _deployment_config() -> Config:
 def default_root() -> Path:
     """The course root that nbgrader's config on Jupyter's path names (an instructor's on JupyterHub), else this one."""
     return Path(_deployment_config().CourseDirectory.get("root", ROOT)).resolve()
+
+
+def course_options() -> argparse.ArgumentParser:
+    """``--root`` and ``--db``, the options of every instructor's command that reads the course (a parent parser)."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--root", type=Path, help="the course root (default: the one your nbgrader config names, "
+                         "as on the course's JupyterHub, else this repository)")
+    options.add_argument("--db", help="gradebook SQLAlchemy URL (default: the nbgrader config's, else gradebook.db "
+                         "at the course root)")
+    return options
 
 
 def nbgrader_config(db_url: str | None = None, root: Path = ROOT) -> Config:

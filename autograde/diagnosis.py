@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from notebook_sandbox.building import module_parameters
+from notebook_sandbox.evaluation import CheckFailed, Outcome, evaluate, flatten
+
 from .adapters import Dims
 from .attempts import Failure, attempt, outcome_of, passed, reference_of, tolerance
-from .building import module_parameters
 from .candidates import Candidate
 from .comparison import same
-from .evaluation import CheckFailed, Outcome, evaluate, flatten
 
 if TYPE_CHECKING:
     from .spec import Case, Exercise, Mistake

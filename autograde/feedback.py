@@ -22,8 +22,8 @@ from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 from traitlets import default
 
 from editions.notebooks import translate_cell
+from intake.collection import EXCHANGE_FILES
 
-from .collection import EXCHANGE_FILES
 from .gradebook import after_penalty, shared_gradebook
 from .messages import METADATA, _, language, notebook_language, prose_translations, speaking
 from .notebook import is_widget

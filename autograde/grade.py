@@ -1,6 +1,6 @@
 """``python -m autograde grade SUBMISSIONS [--out OUT]``: grade a class, nbgrader's way.
 
-SUBMISSIONS is a folder or a .zip in nbgrader's layout or an LMS's (`autograde.collection`); input that holds no
+SUBMISSIONS is a folder or a .zip in nbgrader's layout or an LMS's (`intake.collection`); input that holds no
 submission grades nothing and changes nothing (`GradingError`, one line). Each notebook is graded by one of
 ``jobs`` trusted slots (`autograde.pool`, `autograde.slot`) or a Dask cluster's workers (`autograde.cluster`):
 its cells run in a fresh sandboxed runner, its checks in the slot, which then records it in the gradebook
@@ -24,21 +24,21 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from editions.assignments import ROOT, assignment_ids, released_notebook
+from intake.collection import MAX_STUDENT_MB, CollectionError, collect, exportable_id, shown
+from intake.lms import MappingError, read_mapping
+from intake.submission_times import (TimesError, check_zone, read_submission_times, settle_times, submission_key,
+                                     unmatched_times, with_times)
+from notebook_sandbox.container import Limits
 
 from .autograded import Recorder, flag_submissions
-from .collection import MAX_STUDENT_MB, CollectionError, collect, exportable_id, shown
 from .course import nbgrader_config
 from .gradebook import GradebookError, forget_times, has_assignment
-from .lms import MappingError, read_mapping
 from .notebook import merge, solution_sources
 from .pool import SlotError, SlotPool
 from .records import CHECK_COLUMNS, CSV_COLUMNS, ERRORS_LOG, RECORD, ClassRecords
 from .release import assignment_notebooks, release, source_notebook
-from .sandbox import Limits
 from .similarity import similarity_flags
 from .slot import unscored_row
-from .submission_times import (TimesError, check_zone, read_submission_times, settle_times, submission_key,
-                               unmatched_times, with_times)
 
 __all__ = ["grade", "GradingError", "CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD"]
 
@@ -126,8 +126,8 @@ def grade(submissions: Path, out: Path | None = None, jobs: int = 1, db_url: str
             (a time without a zone is in ``timezone``); default: the students' own ``timestamp.txt``.
         max_submission_mb: a student's notebooks together (all assignments): over it, none of them is read.
         layout: ``auto`` (as the names show), ``nbgrader``, ``canvas``, ``moodle`` or ``blackboard``
-            (`autograde.collection.collect`).
-        mapping: the instructor's ``lms_name, student_id`` file (`autograde.lms.read_mapping`).
+            (`intake.collection.collect`).
+        mapping: the instructor's ``lms_name, student_id`` file (`intake.lms.read_mapping`).
         notes: lines for stderr once the submissions are found, before anything is graded (`before_grading`).
         scheduler: a Dask scheduler's address (``tcp://HOST:8786``): its workers grade, ``jobs`` is unused
             (`autograde.cluster`).

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 
 from tqdm import tqdm
 
-from .sandbox import log_tail, remove_leftovers
+from notebook_sandbox.container import log_tail, remove_leftovers
 
 __all__ = ["SlotPool", "Slot", "SlotError"]
 

@@ -11,7 +11,8 @@ import re
 import sys
 from pathlib import Path
 
-from .collection import shown
+from intake.collection import shown
+
 from .similarity import is_similarity
 
 __all__ = ["CSV_COLUMNS", "CHECK_COLUMNS", "ERRORS_LOG", "RECORD", "ClassRecords", "write_csv", "refresh_scores",
@@ -103,7 +104,7 @@ def refresh_scores(path: Path, db_url: str) -> int:
     """Bring ``grades.csv`` at ``path`` in step with the gradebook: each row's score (after the late penalty), the
     penalty and the cells as nbgrader holds them now, scores given by hand in formgrader included. Returns the rows
     changed."""
-    from .collection import exportable_id
+    from intake.collection import exportable_id
     from .gradebook import recorded
 
     try:

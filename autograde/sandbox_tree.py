@@ -1,37 +1,40 @@
 """What the sandbox holds while it grades an assignment: nothing that answers it, and none of the grader.
 
-`stage` writes, once per grading process, the folder shown read-only at ``/grading``: ``runtime/autograde/``
-(the runner's own modules, `RUNTIME`), ``trees/<assignment>/`` (tfm_ref and tfm_lab with what answers the assignment
-replaced by stubs raising `Withheld`, written from the syntax tree), and ``tfm/`` (where `autograde.zygote`
+`stage` writes, once per grading process (`staged`), the folder shown read-only at ``/grading``: ``runtime/``
+(the runner's own package, `RUNTIME`), ``trees/<assignment>/`` (tfm_ref and tfm_lab with what answers the assignment
+replaced by stubs raising `Withheld`, written from the syntax tree), and ``tfm/`` (where `notebook_sandbox.zygote`
 mounts a runner's tree). What is withheld, and the models chapters 8 and 10 send (`model_sources`,
 `answered_by_models`), are described in autograde/README.md ("Nothing in the runner worth taking").
 """
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import inspect
 import os
 import shutil
+import tempfile
 import types
 from collections.abc import Iterable
 from pathlib import Path
 
+import notebook_sandbox
 import tfm_lab
 import tfm_ref
+from notebook_sandbox import words
+from notebook_sandbox.check_models import MODEL_SOURCES
+from notebook_sandbox.container import leftover_prefix
 
-from . import messages
-from .check_models import MODEL_SOURCES
 from .code_names import named_objects
 from .exercises import exercises_of
 
-__all__ = ["stage", "withheld", "origin", "model_sources", "answered_by_models", "RUNTIME"]
+__all__ = ["stage", "staged", "withheld", "origin", "model_sources", "answered_by_models", "RUNTIME"]
 
-RUNTIME = ("channel", "wire", "inputs", "display", "delegation", "evaluation", "building", "drivers",
-           "check_models", "isolation", "zygote", "runner", "messages")
-"""The modules of `autograde` the sandbox holds; beside them, the checks' words (`messages.DOMAIN`'s catalogues),
-so what the runner says (a module that cannot be built, an output that cannot be checked) is in the notebook's
-language."""
+RUNTIME = notebook_sandbox
+"""The package the sandbox holds to run notebooks, which imports nothing of the grader; beside it, the checks' words
+(`notebook_sandbox.words`'s catalogues), so what the runner says (a module that cannot be built, an output that
+cannot be checked) is in the notebook's language, and an `autograde` that only says the grader checks."""
 _PACKAGES = {package.__name__: Path(package.__file__).parent for package in (tfm_ref, tfm_lab)}
 """The course's packages a notebook may import, each staged with what answers the assignment withheld."""
 Name = tuple[str, str]  # (module of a course package, top-level name)
@@ -242,7 +245,7 @@ class Module(torch.nn.Module):
         raise Withheld(message(*self._withheld))
 '''
 
-_SANDBOX_INIT = '''"""The grader's runner, as the sandbox holds it: no checks here (they run in the grader)."""
+_SANDBOX_AUTOGRADE = '''"""The grader, as the sandbox holds it: no checks here (they run in the grader)."""
 
 
 def check(key, candidate, hidden=False):
@@ -252,16 +255,15 @@ def check(key, candidate, hidden=False):
 
 def stage(destination: Path, assignments: Iterable[str]) -> Path:
     """Write the folder described above into ``destination`` (made readable by the sandbox's user)."""
-    runtime = destination / "runtime" / "autograde"
-    runtime.mkdir(parents=True)
-    grader = Path(__file__).parent
-    for module in RUNTIME:
-        shutil.copyfile(grader / f"{module}.py", runtime / f"{module}.py")
-    (runtime / "__init__.py").write_text(_SANDBOX_INIT)
-    for name in messages.languages():
-        words = Path("locales") / name / "LC_MESSAGES" / f"{messages.DOMAIN}.po"
-        (destination / "runtime" / words).parent.mkdir(parents=True)
-        shutil.copyfile(messages.LOCALES.parent / words, destination / "runtime" / words)
+    runtime = destination / "runtime"
+    shutil.copytree(Path(RUNTIME.__file__).parent, runtime / RUNTIME.__name__,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (runtime / "autograde").mkdir()
+    (runtime / "autograde" / "__init__.py").write_text(_SANDBOX_AUTOGRADE)
+    for name in words.languages():
+        catalogue = Path("locales") / name / "LC_MESSAGES" / f"{words.DOMAIN}.po"
+        (runtime / catalogue).parent.mkdir(parents=True)
+        shutil.copyfile(words.LOCALES.parent / catalogue, runtime / catalogue)
     (destination / "tfm").mkdir()
     for assignment in assignments:
         _write_tree(destination / "trees" / assignment, assignment)
@@ -270,6 +272,17 @@ def stage(destination: Path, assignments: Iterable[str]) -> Path:
         for name in files:
             os.chmod(os.path.join(folder, name), 0o644)
     return destination
+
+
+@functools.cache
+def staged() -> Path:
+    """This process's staged folder, for every assignment: written once, removed at exit (or by
+    `notebook_sandbox.container.remove_leftovers` when the process was killed)."""
+    from .exercises import chapter_ids
+
+    folder = Path(tempfile.mkdtemp(prefix=leftover_prefix(os.getpid()) + "tree-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return stage(folder, chapter_ids())
 
 
 def _write_tree(target: Path, assignment: str) -> None:

@@ -1,7 +1,7 @@
 """Grading one notebook, the trusted side: its cells run in a sandboxed runner, its checks run here.
 
 A test cell is never sent: its `check` calls are read (`autograde.testcells`) and each runs here with a
-`RemoteCandidate`, whose every evaluation is a request to the runner, decoded strictly (`autograde.wire`). A reply
+`RemoteCandidate`, whose every evaluation is a request to the runner, decoded strictly (`notebook_sandbox.wire`). A reply
 that is late, missing, malformed, unsolicited or oversized costs its cell: the notebook runs again in a fresh runner
 without it (at most ``MAX_RESTARTS`` times), as it does, at no cost, once a runner holds the code of a check's model
 (autograde/README.md, "How a class is graded").
@@ -13,15 +13,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import sandbox_tree, wire
-from .channel import BadMessage, ChannelClosed, ChannelError, ChannelTimeout
+from notebook_sandbox import wire
+from notebook_sandbox.channel import BadMessage, ChannelClosed, ChannelError, ChannelTimeout
+from notebook_sandbox.check_models import RandomTransformer
+from notebook_sandbox.container import Limits, Runner, Sandbox
+from notebook_sandbox.evaluation import CheckFailed, Outcome
+from notebook_sandbox.inputs import Call
+
+from . import sandbox_tree
 from .candidates import Candidate
-from .check_models import RandomTransformer
-from .evaluation import CheckFailed, Outcome
-from .inputs import Call
 from .messages import _
 from .notebook import GradedCell
-from .sandbox import Limits, Runner, Sandbox
 from .spec import Case, Exercise, get_exercise
 from .testcells import parse_test_cell
 from .verdict import delegation_note, passed_line

@@ -21,18 +21,19 @@ from pathlib import Path
 import nbformat
 import torch
 
+from intake.collection import exportable_id
+from notebook_sandbox.container import Limits, Sandbox, SandboxError
+from notebook_sandbox.isolation import die_with_parent
 
+from . import sandbox_tree
 from .audit import audit
 from .autograded import Recorder, stage
-from .collection import exportable_id
 from .course import nbgrader_config
 from .exercises import chapter_ids, exercises_of
 from .feedback import write_feedback
-from .isolation import die_with_parent
 from .messages import notebook_language, speaking
 from .notebook import GradedCell, load_notebook, max_score, merge
 from .release import assignment_notebooks
-from .sandbox import Limits, Sandbox, SandboxError
 from .session import run_notebook
 
 __all__ = ["SlotGrader", "graded_row", "unscored_row", "main"]
@@ -41,7 +42,7 @@ __all__ = ["SlotGrader", "graded_row", "unscored_row", "main"]
 @functools.cache
 def python_helpers(assignment: str) -> frozenset[str]:
     """The names of ``assignment``'s forbidden PyTorch helpers that are Python functions, which no torch mode sees
-    run (`autograde.delegation`): the static audit flags them by name."""
+    run (`notebook_sandbox.delegation`): the static audit flags them by name."""
     return frozenset(item.__name__ for exercise in exercises_of(assignment) for item in exercise.forbidden
                      if isinstance(item, types.FunctionType) and item.__module__.startswith("torch")
                      and "handle_torch_function" not in item.__code__.co_names)  # F.softmax and its like: seen
@@ -72,7 +73,7 @@ class SlotGrader:
                 flag, problem = "sandbox-failed", f"the sandbox failed: {error}"
                 errors.append(f"{flag}: {error}")
                 self.sandbox.close()
-                self.sandbox = Sandbox(self.limits, self.sandbox.name).start()
+                self.sandbox = Sandbox(self.limits, self.sandbox.tree, self.sandbox.name).start()
             except Exception:  # a grader bug costs this row only; its traceback goes to grader-errors.log
                 flag, problem = "grader-error", "the grader failed on this notebook"
                 errors.append(f"{flag}: {traceback.format_exc()}")
@@ -158,7 +159,7 @@ def main() -> None:
     sys.stdout = sys.stderr  # whatever else prints must not mix with the rows
     config = json.loads(sys.stdin.readline())
     limits = Limits(**config["limits"])
-    sandbox = Sandbox(limits, config["name"])
+    sandbox = Sandbox(limits, sandbox_tree.staged(), config["name"])
     try:
         sandbox.launch()
         _warm_up(config.get("seed"), config.get("assignments", chapter_ids()))

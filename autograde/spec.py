@@ -15,14 +15,15 @@ from typing import Any
 
 import torch
 
+from notebook_sandbox.delegation import forbidden_ops, named
+from notebook_sandbox.evaluation import CheckFailed
+from notebook_sandbox.inputs import Call, randn, random_dims
+
 from .adapters import Dims, FunctionAdapter, ModuleAdapter
 from .candidates import Candidate, LocalCandidate, one_thread
 from .comparison import Tolerance
-from .delegation import forbidden_ops, named
 from .diagnosis import failing_uses, run_case
-from .evaluation import CheckFailed
 from .exercises import exercises_of
-from .inputs import Call, randn, random_dims
 from .verdict import Report, delegation_note, failure_message, passed_line
 
 __all__ = ["Call", "Case", "Mistake", "Exercise", "ModuleAdapter", "FunctionAdapter", "Report", "get_exercise",

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from notebook_sandbox.display import indent, show, show_named
+
 from .adapters import AS_BUILT, TRAINING
 from .attempts import Failure, gradient_names
 from .comparison import error_hint
-from .display import indent, show, show_named
 from .messages import N_, _
 
 if TYPE_CHECKING:

@@ -1,6 +1,5 @@
 """Framed messages: what one side sends the other receives; a late, closed, forged, malformed or
 oversized message raises the error that says which."""
-import json
 import socket
 import struct
 import threading
@@ -8,7 +7,7 @@ import time
 
 import pytest
 
-from autograde.channel import BadMessage, Channel, ChannelClosed, ChannelTimeout
+from notebook_sandbox.channel import BadMessage, Channel, ChannelClosed, ChannelTimeout
 
 
 @pytest.fixture
@@ -72,7 +71,7 @@ def test_forged_or_oversized_frames_are_bad_messages(pair, raw):
 
 
 def test_a_header_of_more_objects_than_a_reply_can_hold_is_refused_before_it_is_parsed(monkeypatch):
-    from autograde import channel
+    from notebook_sandbox import channel
     monkeypatch.setattr(channel, "MAX_CONTAINERS", 1000)
     parsed = []
     monkeypatch.setattr(channel.json, "loads", lambda text: parsed.append(text) or {})

@@ -162,7 +162,7 @@ def test_wrong_shape_and_dtype_are_named():
 
 def test_a_tensor_on_another_device_is_named_and_a_meta_tensor_is_compared_without_values():
     from autograde.comparison import difference, same
-    from autograde.evaluation import Outcome
+    from notebook_sandbox.evaluation import Outcome
     meta = torch.empty(2, 3, dtype=torch.bool, device="meta")
     said = difference(meta, torch.ones(2, 3, dtype=torch.bool))
     assert said.startswith("the output is on the cpu device, expected on the meta device") and "device=device" in said
@@ -685,7 +685,7 @@ def test_a_common_exception_is_followed_by_what_it_most_often_means(key, impleme
 def test_a_mask_passed_where_the_context_goes_is_told_to_pass_it_by_name():
     """attn(h, mask) in a block: tfm_ref's layer reads the mask as the context, and its error says only that."""
     from autograde.comparison import error_hint
-    from autograde.evaluation import describe_error
+    from notebook_sandbox.evaluation import describe_error
     from tfm_ref import MultiHeadAttention
 
     x, mask = torch.randn(1, 3, 4), torch.ones(1, 1, 1, 3, dtype=torch.bool)

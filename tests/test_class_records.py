@@ -13,6 +13,7 @@ from nbgrader.api import Gradebook
 from trusting_pool import TrustingPool
 
 from autograde.__main__ import main
+from class_report.__main__ import main as report_main
 from autograde.autograded import Recorder
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
 from editions.assignments import ROOT
@@ -21,7 +22,7 @@ from autograde.grade import RECORD, before_grading, grade, summary
 from autograde.notebook import load_notebook, merge
 from autograde.records import ERRORS_LOG, ClassRecords
 from autograde.release import assignment_notebooks
-from autograde.sandbox import Limits
+from notebook_sandbox.container import Limits
 from autograde.slot import graded_row
 
 A = "ch01_attention"
@@ -104,13 +105,13 @@ def regraded(course, tmp_path_factory):
     return seen, out, course
 
 
-def _run_main(argv):
+def _run_main(argv, command=main):
     import contextlib
     import io
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        assert main(argv) == 0
+        assert command(argv) == 0
     return buffer.getvalue()
 
 
@@ -278,11 +279,11 @@ def test_the_report_brings_grades_csv_in_step_with_scores_given_by_hand_since(re
         gb.db.commit()
         in_gradebook = gb.find_submission(A, "bob").score
     before = {r["student_id"]: r for r in csv.DictReader((out / "grades.csv").open(newline=""))}
-    said = _run_main(["report", str(out), "--root", str(course)])
+    said = _run_main([str(out), "--root", str(course)], report_main)
     after = {r["student_id"]: r for r in csv.DictReader((out / "grades.csv").open(newline=""))}
     assert "grades.csv: 1 row brought in step with the gradebook's scores" in said
     assert float(after["bob"]["score"]) == in_gradebook != float(before["bob"]["score"])
     assert after["bob"]["score"] == str(float(in_gradebook))  # as grading writes a score
     assert "masked_attention_hidden=1" in after["bob"]["cells"].split(";")
     assert {s: r for s, r in after.items() if s != "bob"} == {s: r for s, r in before.items() if s != "bob"}
-    assert "brought in step" not in _run_main(["report", str(out), "--root", str(course)])  # nothing new: untouched
+    assert "brought in step" not in _run_main([str(out), "--root", str(course)], report_main)  # nothing new: untouched

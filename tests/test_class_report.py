@@ -1,4 +1,4 @@
-"""The class report (`autograde.report`, ``python -m autograde report``): counts, hints and rows from grades.csv and
+"""The class report (`class_report.report`, ``python -m class_report``): counts, hints and rows from grades.csv and
 checks.csv as `grade` writes them (a fixture, fast; and one real graded class, slow), one self-contained page in
 English and in Chinese, clear errors on bad input, and the page in a browser (light, dark, phone width)."""
 from __future__ import annotations
@@ -16,12 +16,12 @@ from babel.messages.extract import extract_from_file
 from babel.messages.pofile import read_po
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from autograde.__main__ import main
+from class_report.__main__ import main
 from autograde.spec import get_exercise
 from editions.assignments import ROOT
 from autograde.messages import translations
 from autograde.records import CHECK_COLUMNS, CSV_COLUMNS, _cell, unescaped
-from autograde.report import CATALOGUE, STUB_MESSAGE, ReportError, languages, write_report
+from class_report.report import CATALOGUE, STUB_MESSAGE, ReportError, languages, write_report
 from site_browser import browser, theme, viewport  # noqa: F401 (fixtures)
 
 A, M = "ch01_attention", "ch03_masking"
@@ -307,7 +307,7 @@ def test_the_chinese_page_is_chinese_where_an_instructor_reads_and_says_what_sta
 
 
 def test_the_chinese_catalogue_translates_every_word_of_the_page():
-    wanted = {m for _line, m, _comments, _context in extract_from_file("python", ROOT / "autograde" / "report.py")}
+    wanted = {m for _line, m, _comments, _context in extract_from_file("python", ROOT / "class_report" / "report.py")}
     wanted = {m if isinstance(m, str) else m[0] for m in wanted}
     with PO.open("rb") as f:
         catalogue = read_po(f)
@@ -339,25 +339,25 @@ def test_bad_input_is_one_line_that_names_the_problem(tmp_path, capsys, problem,
     for name, content in files.items():
         (out / name).write_bytes(content if isinstance(content, bytes) else content.encode())
     with pytest.raises(SystemExit) as exit_:
-        main(["report", str(out)])
+        main([str(out)])
     assert exit_.value.code == 2
     error = capsys.readouterr().err
-    assert error.startswith("python -m autograde report: error: ") and error.count("\n") == 1
+    assert error.startswith("python -m class_report: error: ") and error.count("\n") == 1
     assert message.format(out=out) in error
     assert not (out / "report.html").exists()
 
 
 def test_an_unknown_language_is_refused_naming_those_there_are(results, capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["report", str(results), "--lang", "fr"])
+        main([str(results), "--lang", "fr"])
     assert exit_.value.code == 2 and "choose one of en, zh_CN" in capsys.readouterr().err
 
 
 def test_the_command_writes_the_page_in_out_or_where_asked_with_links_that_still_lead_there(results, tmp_path, capsys):
-    assert main(["report", str(results)]) == 0
+    assert main([str(results)]) == 0
     assert f"class report → {results / 'report.html'}" in capsys.readouterr().out
     elsewhere = tmp_path / "elsewhere" / "class.html"
-    assert main(["report", str(results), "--out", str(elsewhere), "--lang", "zh_CN"]) == 0
+    assert main([str(results), "--out", str(elsewhere), "--lang", "zh_CN"]) == 0
     page = elsewhere.read_text(encoding="utf-8")
     links = [html.unescape(link) for link in re.findall(r'href="([^"#]+)', page)]
     assert links and all((elsewhere.parent / unquote(link)).exists() for link in links)
@@ -422,7 +422,7 @@ def graded(tmp_path_factory, released_course):
     second run into the same OUT, with a short cell timeout, of two notebooks that stop (`STOPPING`)."""
     from autograde.classroom import solved_notebook, untouched_notebook, write_submission
     from autograde.grade import grade
-    from autograde.sandbox import Limits
+    from notebook_sandbox.container import Limits
 
     tmp = tmp_path_factory.mktemp("graded")
     course = released_course(tmp / "course", [A, M], due=[A])

@@ -8,8 +8,8 @@ import zipfile
 
 import pytest
 
-from autograde import collection
-from autograde.collection import SMALL_TEXT_BYTES, CollectionError, extract_zip, find_submissions, without_assignments
+from intake import collection
+from intake.collection import SMALL_TEXT_BYTES, CollectionError, extract_zip, find_submissions, without_assignments
 from autograde.records import write_csv
 
 A, B = "ch01_attention", "ch02_multihead"

@@ -1,4 +1,4 @@
-"""The delegation flag (autograde.delegation): the exercise's forbidden PyTorch functions are seen under any name
+"""The delegation flag (notebook_sandbox.delegation): the exercise's forbidden PyTorch functions are seen under any name
 and by the operator underneath; an allowed helper that uses one is not blamed; a flag never fails a check."""
 import functools
 
@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import tfm_ref
-from autograde.delegation import Watch, forbidden_ops
+from notebook_sandbox.delegation import Watch, forbidden_ops
 from autograde.exercises import ch01_attention, ch02_multihead, ch07_norms, ch08_encoder_decoder
 
 

@@ -21,7 +21,7 @@ from courses import run_cli
 from autograde.classroom import solved_notebook, untouched_notebook, write_submission
 from autograde.feedback import feedback_path
 from autograde.grade import GradingError, grade
-from autograde.sandbox import sandbox_available
+from notebook_sandbox.container import sandbox_available
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")]
 

@@ -2,7 +2,6 @@
 checks build the layer without biases.
 """
 
-import torch
 from exercise_proofs import assert_named, assert_named_in_both_languages
 from student_layers import StudentAttentionLayer
 
@@ -21,7 +20,7 @@ def test_the_given_chapter_1_attention_may_be_used():
 
 def test_the_given_chapter_3_masks_may_be_used_and_a_look_ahead_built_with_them_is_named():
     def cross_attention(x, memory, w_q, w_k, w_v, src_mask=None):
-        n_tgt, n_src = x.shape[1], memory.shape[1]
+        n_src = memory.shape[1]
         real = tfm_ref.padding_mask([n_src] * x.shape[0], n_src) if src_mask is None else src_mask
         return tfm_ref.scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, real[:, None, :],
                                                     return_weights=True)

@@ -19,7 +19,7 @@ import pytest
 
 from autograde.classroom import make_course, solved_notebook, untouched_notebook, write_submission
 from autograde.grade import GradingError, before_grading, grade
-from autograde.sandbox import Limits
+from notebook_sandbox.container import Limits
 
 A = "ch01_attention"
 NBGRADER = str(Path(sys.executable).parent / "nbgrader")

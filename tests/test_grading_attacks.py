@@ -25,7 +25,7 @@ from autograde.feedback import feedback_path
 from autograde.grade import grade
 from autograde.records import _cell
 from autograde.gradebook import recorded
-from autograde.sandbox import Limits, sandbox_available
+from notebook_sandbox.container import Limits, sandbox_available
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")]
 
@@ -70,7 +70,7 @@ if answers:
     softmax = answers[0]
 """
 REWRITE = (
-    "import torch, types\nrunner = torch.sys.modules['autograde.runner']\nreal = runner._evaluate\n"
+    "import torch, types\nrunner = torch.sys.modules['notebook_sandbox.runner']\nreal = runner._evaluate\n"
     "def answer(x):\n    for ref in (lambda: torch.sys.modules['tfm_ref'].softmax,\n"
     "                lambda: __import__('autograde.exercises.ch01_attention').exercises.ch01_attention.SOFTMAX.reference):\n"
     "        try:\n            return ref()(x, -1)\n        except Exception:\n            pass\n    return x\n"
@@ -341,7 +341,7 @@ DELEGATIONS = {
 TENSOR_FOR_A_NUMBER = ("def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch=1, bytes_per_elem=2):\n"
                        "    return torch.zeros(3)\n")
 # The runner is the student's process: its encoder, patched, sends a shape no tensor can have.
-IMPOSSIBLE_SHAPE = ("def softmax(x, dim=-1):\n    import autograde.wire as w\n"
+IMPOSSIBLE_SHAPE = ("def softmax(x, dim=-1):\n    import notebook_sandbox.wire as w\n"
                     "    def forged(tensor, blobs, path):\n        blobs.append(b'')\n"
                     "        return {'t': 'tensor', 'dtype': 'float32', 'shape': [0, 2**62, 2**62], 'blob': len(blobs) - 1}\n"
                     "    w._encode_tensor = forged\n    return x\n")

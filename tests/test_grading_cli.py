@@ -17,7 +17,7 @@ from courses import run_cli
 from autograde.classroom import solved_notebook, write_submission
 from autograde.course import nbgrader_config
 from autograde.pool import SlotPool
-from autograde.sandbox import Limits, sandbox_available
+from notebook_sandbox.container import Limits, sandbox_available
 
 A = "ch01_attention"
 

@@ -14,7 +14,7 @@ from editions.assignments import assignment_ids
 from autograde.feedback import feedback_path
 from autograde.grade import grade
 from autograde.release import release
-from autograde.sandbox import Limits
+from notebook_sandbox.container import Limits
 
 pytestmark = pytest.mark.slow
 

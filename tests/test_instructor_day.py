@@ -20,8 +20,8 @@ from autograde.autograded import grader_note
 from autograde.classroom import solved_notebook, untouched_notebook, write_submission
 from autograde.course import CONFIG_NAME
 from autograde.grade import grade
-from autograde.report import class_report
-from autograde.sandbox import Limits, sandbox_available
+from class_report.report import class_report
+from notebook_sandbox.container import Limits, sandbox_available
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")]
 

@@ -23,8 +23,9 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.config import kube_config
 from kubespawner import KubeSpawner
 from traitlets.config import Config
+from course_packages import course_packages
 
-from autograde.submission_times import read_submission_times
+from intake.submission_times import read_submission_times
 from editions.assignments import ROOT
 
 HERE = ROOT / "deploy" / "kubernetes"
@@ -265,7 +266,7 @@ def _imported_by_notebooks() -> set[str]:
 def _course_modules() -> set[str]:
     """Every module of the course's packages (the grader's too), by its dotted name."""
     names = set()
-    for package in ("tfm_ref", "tfm_lab", "tfm_widgets", "editions", "autograde"):
+    for package in course_packages():
         for path in (ROOT / package).rglob("*.py"):
             parts = path.relative_to(ROOT).with_suffix("").parts
             if parts[-1] not in ("__main__", "nbgrader_config"):  # a CLI; a file traitlets runs

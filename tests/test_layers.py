@@ -1,12 +1,14 @@
 """The packages' layers, read from their imports: each imports only what stands below it, with no cycle.
 
     book build (_ext/, locales/)  →  widgets (tfm_widgets)  →  lab (tfm_lab)  →  model (tfm_ref)
-    grader (autograde)  →  lab, model
+    class report (class_report)  →  grader (autograde)  →  sandbox (notebook_sandbox)  →  model
+    grader  →  intake (collecting a class's submissions), lab, model
     book build, grader  →  editions (where the exercises are, and their prose translated)
 
 The grader reaches the lab for the tasks the capstone trains on (its notebooks import them, so its sandbox holds
-them). Nothing imports the grader: the book's build runs its command line (`python -m autograde release`). No
-chapter catalogue imports another's private names.
+them). The sandbox holds `notebook_sandbox` alone of the grading code, so it imports none of the grader's (its checks,
+catalogues, answers). Nothing but the class report imports the grader: the book's build runs its command line
+(`python -m autograde release`). No chapter catalogue imports another's private names.
 """
 from __future__ import annotations
 
@@ -22,7 +24,10 @@ LAYER_BELOW = {
     "lab": {"model"},
     "widgets": {"lab", "model"},
     "editions": set(),
-    "grader": {"lab", "model", "editions"},
+    "sandbox": {"model"},
+    "intake": set(),
+    "grader": {"sandbox", "intake", "lab", "model", "editions"},
+    "report": {"grader", "sandbox", "intake", "editions"},
     "book": {"widgets", "lab", "model", "editions"},
 }
 
@@ -30,13 +35,15 @@ LAYER_BELOW = {
 def _layer(module: str) -> str | None:
     top = module.partition(".")[0]
     return {"tfm_ref": "model", "tfm_lab": "lab", "tfm_widgets": "widgets", "autograde": "grader",
-            "editions": "editions", "_ext": "book", "locales": "book"}.get(
+            "notebook_sandbox": "sandbox", "intake": "intake", "class_report": "report", "editions": "editions",
+            "_ext": "book", "locales": "book"}.get(
         top, "book" if top in BOOK_EXTENSIONS else None)
 
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for package in ("tfm_ref", "tfm_lab", "tfm_widgets", "autograde", "editions", "_ext", "locales"):
+    for package in ("tfm_ref", "tfm_lab", "tfm_widgets", "autograde", "notebook_sandbox", "intake", "class_report",
+                    "editions", "_ext", "locales"):
         for path in (ROOT / package).rglob("*.py"):
             parts = path.relative_to(ROOT).with_suffix("").parts
             found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
@@ -88,6 +95,13 @@ def test_each_layer_imports_only_what_stands_below_it():
 def test_the_model_needs_pytorch_alone():
     outside = {imported.partition(".")[0] for module, imports in IMPORTS.items() if _layer(module) == "model"
                for imported, _ in imports} - {"tfm_ref", "torch", "__future__"}
+    assert all(name in _stdlib() for name in outside), outside - _stdlib()
+
+
+def test_the_sandbox_needs_pytorch_and_the_model_alone():
+    """What the sandbox holds of the grading code: nothing of the grader, its checks or catalogues."""
+    outside = {imported.partition(".")[0] for module, imports in IMPORTS.items() if _layer(module) == "sandbox"
+               for imported, _ in imports} - {"notebook_sandbox", "tfm_ref", "torch", "babel", "__future__"}
     assert all(name in _stdlib() for name in outside), outside - _stdlib()
 
 

@@ -14,9 +14,9 @@ from trusting_pool import TrustingPool
 
 from autograde.__main__ import main
 from autograde.classroom import solved_notebook
-from autograde.collection import TOO_LARGE, CollectionError, collect, default_id
+from intake.collection import TOO_LARGE, CollectionError, collect, default_id
 from autograde.grade import GradingError, grade
-from autograde.lms import assignment_of, read_mapping
+from intake.lms import assignment_of, read_mapping
 from autograde.release import release
 
 A, B = "ch01_attention", "ch02_multihead"

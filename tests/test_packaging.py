@@ -8,9 +8,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from course_packages import course_packages
 
 ROOT = Path(__file__).resolve().parents[1]
-COURSE = ("tfm_ref", "tfm_lab", "tfm_widgets", "editions", "autograde")  # the course's own packages
+COURSE = course_packages()
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # import names that differ from the package's
 DISTRIBUTION = {"IPython": "ipython", "yaml": "pyyaml", "markdown_it": "markdown-it-py", "PIL": "pillow"}
@@ -22,6 +23,9 @@ PARTS = {  # part → (its files, the extras it may use besides the core)
     "editions": (list((ROOT / "editions").rglob("*.py")), ("grade",)),  # the notebooks' translations, for the grader
     "autograde": ([p for p in (ROOT / "autograde").rglob("*.py") if p.name not in CLUSTER], ("grade",)),
     "autograde on a cluster": ([ROOT / "autograde" / name for name in CLUSTER], ("grade", "cluster")),
+    "notebook_sandbox": (list((ROOT / "notebook_sandbox").rglob("*.py")), ("grade",)),  # babel: the checks' words
+    "intake": (list((ROOT / "intake").rglob("*.py")), ("grade",)),
+    "class_report": (list((ROOT / "class_report").rglob("*.py")), ("grade",)),
 }
 
 

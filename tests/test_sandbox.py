@@ -4,14 +4,16 @@ import ast
 import errno
 import os
 import time
+from pathlib import Path
 
 import pytest
 
-from autograde.channel import ChannelClosed
+from notebook_sandbox.channel import ChannelClosed
 from editions.assignments import ROOT
-from autograde.sandbox import Limits, Sandbox, sandbox_available
+from notebook_sandbox.container import Limits, Sandbox, sandbox_available
 from autograde.messages import ENGLISH, ENVIRONMENT, _, speaking
-from autograde.zygote import ENV
+from autograde.sandbox_tree import staged
+from notebook_sandbox.zygote import ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")]
 
@@ -22,7 +24,7 @@ SECRET = "AUTOGRADE_INSTRUCTOR_SECRET"
 def sandbox():
     os.environ[SECRET] = "s3cr3t-token"  # in the grader's environment, as an instructor's API key would be
     try:
-        with Sandbox(Limits(cell_timeout=20, tmp_mb=8, processes=16)).start() as box:
+        with Sandbox(Limits(cell_timeout=20, tmp_mb=8, processes=16), staged()).start() as box:
             yield box
     finally:
         del os.environ[SECRET]
@@ -228,8 +230,8 @@ except OSError:
 
 
 def test_without_a_cgroup_the_address_space_limit_stops_a_memory_hog(monkeypatch):
-    monkeypatch.setattr("autograde.sandbox.MemoryCgroup.create", lambda name: None)
-    with Sandbox(Limits(memory_mb=256)).start() as box:
+    monkeypatch.setattr("notebook_sandbox.container.MemoryCgroup.create", lambda name: None)
+    with Sandbox(Limits(memory_mb=256), staged()).start() as box:
         runner = box.spawn("ch01_attention")
         try:
             reply = runner.execute(0, "hog = bytearray(2**30)", time.monotonic() + 60, 1000)
@@ -239,34 +241,43 @@ def test_without_a_cgroup_the_address_space_limit_stops_a_memory_hog(monkeypatch
 
 
 def test_the_sandbox_runs_the_tree_the_grader_runs_not_the_installed_one(tmp_path):
-    """A second checkout, imported first: its grader stages its own tfm_ref, not the environment's installed copy."""
+    """A second checkout, imported first: its grader starts its own launcher and stages its own runner and tfm_ref,
+    not the environment's installed copies."""
     import shutil
     import subprocess
     import sys
 
-    for package in ("autograde", "tfm_ref"):
+    for package in ("autograde", "notebook_sandbox", "tfm_ref"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__", "checkpoints"))
-    with (tmp_path / "tfm_ref" / "__init__.py").open("a") as init:
-        init.write("\nCHECKOUT = 'the second one'\n")
-    script = """
+    for module in ("tfm_ref/__init__.py", "notebook_sandbox/runner.py"):
+        with (tmp_path / module).open("a") as file:
+            file.write("\nCHECKOUT = 'the second one'\n")
+    launcher = tmp_path / "notebook_sandbox" / "launcher.py"
+    launcher.write_text(launcher.read_text().replace(
+        "from __future__ import annotations\n",
+        f"from __future__ import annotations\nopen({str(tmp_path / 'launched')!r}, 'w').write(__file__)\n", 1))
+    cell = ("import tfm_ref, notebook_sandbox.runner as runner\n"
+            "print(getattr(tfm_ref, 'CHECKOUT', 'installed'), getattr(runner, 'CHECKOUT', 'installed'))")
+    script = f"""
 import time
-from autograde.sandbox import Limits, Sandbox
-with Sandbox(Limits()).start() as box:
+from autograde.sandbox_tree import staged
+from notebook_sandbox.container import Limits, Sandbox
+with Sandbox(Limits(), staged()).start() as box:
     runner = box.spawn("ch01_attention")
-    reply = runner.execute(0, "import tfm_ref\\nprint(getattr(tfm_ref, 'CHECKOUT', 'installed'))", time.monotonic() + 30,
-                           1000)
+    reply = runner.execute(0, {cell!r}, time.monotonic() + 30, 1000)
     print(reply["stdout"].strip() or reply["error"])
     box.end(runner)
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
-    assert result.stdout.strip().splitlines()[-1:] == ["the second one"], result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1:] == ["the second one the second one"], result.stderr[-2000:]
+    assert Path((tmp_path / "launched").read_text()).resolve() == launcher.resolve()
 
 
 def test_the_runner_speaks_the_notebook_s_language_from_the_staged_catalogues(sandbox):
     """What the runner says itself (an output it cannot send, a module it cannot build) is in the notebook's
     language: the slot names it at spawn, and the checks' catalogues are staged beside the runner's modules."""
-    said = "from autograde.messages import _\nprint(_('your output'))"
+    said = "from notebook_sandbox.words import _\nprint(_('your output'))"
     with speaking("zh_CN"):
         chinese = _("your output")
         assert run(sandbox, said) == [chinese]

@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import jupytext
 import pytest
@@ -97,11 +98,13 @@ def test_every_module_of_a_tree_imports(staged, assignment):
 
 
 def test_the_runtime_holds_no_check_catalogue_or_reference(staged):
-    runtime = staged / "runtime" / "autograde"
-    assert {p.stem for p in runtime.glob("*.py")} == {*sandbox_tree.RUNTIME, "__init__"}
+    runtime = staged / "runtime"
+    package = Path(sandbox_tree.RUNTIME.__file__).parent
+    assert sorted(p.relative_to(runtime) for p in runtime.rglob("*.py")) == sorted(
+        [Path("autograde/__init__.py"), *(p.relative_to(package.parent) for p in package.glob("*.py"))])
     result = _run_in_tree(staged, "ch01_attention", """
 import sys
-import autograde.runner, autograde.zygote
+import notebook_sandbox.runner, notebook_sandbox.zygote
 print(sorted(m for m in sys.modules if m.startswith(("autograde", "tfm_ref"))))
 from autograde import check
 check("ch01_attention.softmax", None)

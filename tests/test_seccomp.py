@@ -1,4 +1,4 @@
-"""The runner's seccomp filter (`autograde.isolation.refuse_processes_and_hidden_memory`), installed in a child of this
+"""The runner's seccomp filter (`notebook_sandbox.isolation.refuse_processes_and_hidden_memory`), installed in a child of this
 process, with the system calls made through ctypes (which the runner closes to notebooks: what a cell reaches without
 it is tried in the real sandbox, tests/test_sandbox.py); and read instruction by instruction for each architecture it
 has a table for. Each probe's arguments are ones a kernel without the filter answers otherwise than the filter does
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograde import isolation
+from notebook_sandbox import isolation
 
 MACHINE = platform.machine()
 needs_a_table = pytest.mark.skipif(MACHINE not in ("x86_64", "aarch64"), reason="no system call table here")
@@ -148,7 +148,7 @@ def test_torch_and_threads_run_under_the_filter():
     script = textwrap.dedent("""
         import ctypes, io, socket
         from concurrent.futures import ThreadPoolExecutor
-        from autograde import isolation
+        from notebook_sandbox import isolation
         ctypes.CDLL(None).prctl(isolation.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         isolation.refuse_processes_and_hidden_memory()
         import torch

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from autograde.spec import get_exercise
-from autograde.evaluation import CheckFailed
-from autograde.inputs import Call
-from autograde.sandbox import Limits
+from notebook_sandbox.evaluation import CheckFailed
+from notebook_sandbox.inputs import Call
+from notebook_sandbox.container import Limits
 from autograde.session import RemoteCandidate
 
 
@@ -32,7 +32,7 @@ def test_a_checks_printed_output_is_kept_only_up_to_the_cells_limit_as_the_repli
 
 def test_a_cell_runs_as_in_jupyter_without_the_runners_own_future_imports():
     """runner.py's `from __future__ import annotations` would make every annotation of the student's a string."""
-    from autograde.runner import _execute
+    from notebook_sandbox.runner import _execute
 
     namespace: dict = {}
     reply, _ = _execute({"source": "def f(x: int) -> int:\n    return x\nkind = f.__annotations__['x']", "index": 0,

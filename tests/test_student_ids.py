@@ -8,7 +8,7 @@ import pytest
 from trusting_pool import TrustingPool
 
 from autograde.classroom import solved_notebook, write_submission
-from autograde.collection import exportable_id
+from intake.collection import exportable_id
 from autograde.grade import grade
 from autograde.records import write_csv
 from autograde.gradebook import recorded

@@ -11,9 +11,9 @@ from nbgrader.api import Gradebook
 from trusting_pool import TrustingPool
 
 from autograde.classroom import solved_notebook, write_submission
-from autograde.collection import Submission
+from intake.collection import Submission
 from autograde.grade import grade
-from autograde.submission_times import TimesError, parse_time, read_submission_times, settle_times
+from intake.submission_times import TimesError, parse_time, read_submission_times, settle_times
 
 A = "ch01_attention"
 EARLY = "2026-11-19 09:00:00.000000 UTC"  # what a forger writes in their timestamp.txt

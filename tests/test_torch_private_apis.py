@@ -14,16 +14,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from course_packages import course_packages
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # private name → the code that needs it, and what for
 PRIVATE_USES = {
     "torch.utils._python_dispatch.TorchDispatchMode": "tfm_widgets/efficiency.py: PeakMemory sees every operator; "
-                                                       "autograde/delegation.py: the delegation flag sees the "
+                                                       "notebook_sandbox/delegation.py: the delegation flag sees the "
                                                        "operators a student's code runs",
     "torch.utils._pytree.tree_flatten": "tfm_widgets/efficiency.py: PeakMemory finds the tensors among arguments",
-    "torch._tensor_str.printoptions": "autograde/display.py: feedback prints tensors with 4 decimals",
+    "torch._tensor_str.printoptions": "notebook_sandbox/display.py: feedback prints tensors with 4 decimals",
     "torch._softmax": "autograde/exercises/ch01_attention.py: a softmax the student may not call",
     "torch.nn.modules.transformer._generate_square_subsequent_mask":
         "autograde/exercises/ch03_masking.py: a causal mask the student may not call",
@@ -70,8 +71,7 @@ def _private_names_in(source: str) -> set[str]:
 
 def test_every_private_name_in_the_code_is_pinned_here_and_no_other():
     found = {}
-    packages = ("tfm_ref", "tfm_lab", "tfm_widgets", "autograde")
-    for path in (path for package in packages for path in ROOT.glob(f"{package}/**/*.py")):
+    for path in (path for package in course_packages() for path in ROOT.glob(f"{package}/**/*.py")):
         for name in _private_names_in(path.read_text(encoding="utf-8")):
             found.setdefault(name, path.relative_to(ROOT).as_posix())
     unpinned = {name: where for name, where in found.items() if name not in PRIVATE_USES}
@@ -105,7 +105,7 @@ def test_dispatch_mode_sees_operators_and_tree_flatten_finds_tensors():
 def test_printoptions_is_a_context_manager_that_restores_the_defaults():
     from torch._tensor_str import printoptions
 
-    from autograde.display import show
+    from notebook_sandbox.display import show
 
     value = torch.tensor([1 / 3, 1e-5])
     with printoptions(precision=2, sci_mode=False):

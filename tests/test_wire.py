@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from autograde import wire
-from autograde.wire import WireError, decode, encode
+from notebook_sandbox import wire
+from notebook_sandbox.wire import WireError, decode, encode
 
 
 def _trip(value, modules=False):

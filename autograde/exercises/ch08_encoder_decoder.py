@@ -31,9 +31,9 @@ from tfm_ref import shapes as tfm_shapes
 from tfm_ref import transformer
 from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
+from notebook_sandbox.building import SideBySide
+from notebook_sandbox.check_models import CacheOnlyTransformer, RandomTransformer
 
-from ..building import SideBySide
-from ..check_models import CacheOnlyTransformer, RandomTransformer
 from ..spec import Call, Case, Exercise, Mistake, randn, random_dims
 from .ch07_norms import residual
 from .shared import (
@@ -65,7 +65,7 @@ Post-Norm block); the two side by side tell the three apart."""
 
 
 class _BlockAdapter(PerturbedModuleAdapter):
-    """The blocks' adapter; with `BOTH_NORMS` it builds one block of each kind (`autograde.building`'s pair), the
+    """The blocks' adapter; with `BOTH_NORMS` it builds one block of each kind (`notebook_sandbox.building`'s pair), the
     student's checked and loaded one at a time, so a parameter message names the student's own parameters."""
 
     @staticmethod

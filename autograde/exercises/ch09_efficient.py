@@ -108,10 +108,6 @@ def _online_variant(*, per_block: bool = False, drop_partial: bool = False, last
     return online_softmax
 
 
-def _finite_or_zero(m: torch.Tensor) -> torch.Tensor:
-    return torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-
-
 def _online_exps_against_first_maximum(x, block_size, dim=-1):
     """The right sum ℓ (relative to the final maximum M), but the output's exps taken against the first block's
     maximum m₀: exp(x − m₀) / ℓ = softmax(x) · exp(M − m₀)."""

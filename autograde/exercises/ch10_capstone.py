@@ -39,9 +39,9 @@ from tfm_ref.losses import label_smoothed_cross_entropy
 from tfm_ref.schedule import noam_lr
 from tfm_ref.training import PAPER_ADAM, fit, train_step
 from tfm_lab.tasks import BOS_ID, DATE_VOCAB, EOS_ID, PAD_ID, DateTask
+from notebook_sandbox.check_models import RandomTransformer
 
 from ..adapters import TRAINING, DriverAdapter
-from ..check_models import RandomTransformer
 from ..spec import Call, Case, Exercise, Mistake, random_dims
 from .ch08_encoder_decoder import GREEDY as CACHED_GREEDY
 from .ch08_encoder_decoder import MODEL_METHODS

@@ -21,8 +21,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from notebook_sandbox.inputs import randn
+
 from ..adapters import AS_BUILT, TRAINING
-from ..inputs import randn
 from ..spec import ModuleAdapter
 
 __all__ = ["PerturbedModuleAdapter", "built_without_dropout", "dropout_rate", "WITH_DROPOUT", "functions_of",

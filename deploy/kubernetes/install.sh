@@ -3,7 +3,7 @@
 # virtual environment at $1, from the checkout this script lies in: PyTorch first ($TORCH, from
 # $TORCH_INDEX when set: the image uses PyTorch's CPU index), then requirements.txt but its editable line,
 # then the course's packages with every extra. Nothing of solutions/ is installed: only tfm_ref, tfm_lab,
-# tfm_widgets, editions and autograde.
+# tfm_widgets, editions, autograde, notebook_sandbox, intake and class_report.
 set -eu
 venv=$1
 checkout=$(cd "$(dirname "$0")/../.." && pwd)

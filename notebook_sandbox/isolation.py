@@ -1,4 +1,4 @@
-"""Linux isolation for one notebook's runner, used by `autograde.zygote` for every notebook.
+"""Linux isolation for one notebook's runner, used by `notebook_sandbox.zygote` for every notebook.
 
 `enter_fresh_namespaces` (user, mount, PID, IPC, UTS, network; empty size-limited ``/tmp`` and ``/dev/shm``:
 the kernel kills whatever the runner leaves when it ends), `drop_privileges` (no capabilities,

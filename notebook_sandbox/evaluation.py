@@ -38,7 +38,7 @@ class Outcome:
     error_type: str | None = None
     trace: str = ""  # the traceback frames of the student's own code
     changed: list[int] = field(default_factory=list)  # the arguments the call changed in place (`Call.changed_from`)
-    delegated: list[str] = field(default_factory=list)  # the watched operators that ran (`autograde.delegation`)
+    delegated: list[str] = field(default_factory=list)  # the watched operators that ran (`notebook_sandbox.delegation`)
 
 
 def evaluate(build: Callable[[], Any], call: Call, *, grad: bool, seed: int,
@@ -107,11 +107,14 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"
 
 
+_NOT_THE_STUDENTS = ("/autograde/", "/notebook_sandbox/", "/torch/")
+
+
 def student_traceback(error: BaseException) -> str:
     """The traceback frames outside the grader and torch: the student's own lines, a notebook cell's
     named as Jupyter names it (``Cell In[5]``) rather than by the kernel's temporary file."""
     frames = [traceback.FrameSummary(_cell_name(f.filename), f.lineno, f.name, line=f.line)
-              for f in _frames(error) if "/autograde/" not in f.filename and "/torch/" not in f.filename]
+              for f in _frames(error) if not any(folder in f.filename for folder in _NOT_THE_STUDENTS)]
     lines = traceback.format_list(frames) + [describe_error(error) + "\n"]
     return "".join(lines).rstrip()
 

@@ -1,9 +1,9 @@
 """Start the sandbox in the slot's cgroup, and as an unprivileged user when the grader runs as root.
 
-``python -m autograde.launcher --user UID:GID [--cgroup PROCS] [--bind SRC:DST ...] -- COMMAND ...`` joins
+``python -m notebook_sandbox.launcher --user UID:GID [--cgroup PROCS] [--bind SRC:DST ...] -- COMMAND ...`` joins
 the cgroup, bind-mounts each ``SRC`` at ``DST`` in a private mount namespace (so bubblewrap, as ``UID``, reaches
 files under folders that user may not enter, a Python under /root), drops to ``UID:GID`` without supplementary
-groups and executes ``COMMAND``. Without root, `autograde.sandbox` passes no ``--user`` and no binds.
+groups and executes ``COMMAND``. Without root, `notebook_sandbox.container` passes no ``--user`` and no binds.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .isolation import private_bind_mounts, set_dumpable
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m autograde.launcher")
+    parser = argparse.ArgumentParser(prog="python -m notebook_sandbox.launcher")
     parser.add_argument("--user", help="UID:GID to run COMMAND as")
     parser.add_argument("--cgroup", help="the cgroup.procs file to join")
     parser.add_argument("--bind", action="append", default=[], help="SRC:DST, mounted for COMMAND only")

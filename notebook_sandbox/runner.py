@@ -1,9 +1,9 @@
-"""The student's side of grading: one process per notebook (forked by `autograde.zygote`) that runs the cells
-it is sent and, when asked, builds the student's object as a plan says (`autograde.building`), calls it and
-returns the output as plain data (`autograde.wire`). It checks nothing and holds no answer. What the
+"""The student's side of grading: one process per notebook (forked by `notebook_sandbox.zygote`) that runs the cells
+it is sent and, when asked, builds the student's object as a plan says (`notebook_sandbox.building`), calls it and
+returns the output as plain data (`notebook_sandbox.wire`). It checks nothing and holds no answer. What the
 student's code prints goes into ``stdout``, cut at ``output_chars``; its fds 1 and 2 lead nowhere.
 
-Requests → replies (`autograde.channel`; each reply repeats its request's ``id``)::
+Requests → replies (`notebook_sandbox.channel`; each reply repeats its request's ``id``)::
 
     {"op": "exec", "index", "source", "output_chars"} → {"status": "ok" | "error", "stdout", "error"}
     {"op": "evaluate", "name", "plan", "call", "weights", "dtype", "grad", "seed", "watch", "allowed",
@@ -26,7 +26,7 @@ from .building import build, module_parameters
 from .channel import Channel, ChannelClosed
 from .evaluation import CheckFailed, describe_error, evaluate, student_traceback
 from .inputs import Call
-from .messages import _
+from .words import _
 
 __all__ = ["serve"]
 
@@ -91,7 +91,7 @@ def _unlock(request: dict, blobs: list[bytes], namespace: dict) -> tuple[dict, l
             for exported in getattr(module, "__all__", ()):
                 if hasattr(package, exported):
                     setattr(package, exported, getattr(module, exported))
-        importlib.import_module("autograde.check_models")
+        importlib.import_module("notebook_sandbox.check_models")
     except Exception as error:
         return {"status": "error", "error": describe_error(error)[:TEXT_LIMIT]}, []
     return {"status": "ok", "error": ""}, []

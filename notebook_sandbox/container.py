@@ -1,13 +1,11 @@
 """The sandbox one grading slot runs notebooks in, seen from the trusted side.
 
-A `Sandbox` is a bubblewrap container around the slot's pristine process (`autograde.zygote`): no network,
-read-only system, Python and staged tree (`autograde.sandbox_tree`), a clean environment, as ``nobody`` when
-the grader is root. `Sandbox.spawn` gives a fresh `Runner` per notebook; `Limits` say what it may use.
+A `Sandbox` is a bubblewrap container around the slot's pristine process (`notebook_sandbox.zygote`): no network,
+read-only system, Python and staged tree (the grader writes it: `autograde.sandbox_tree`), a clean environment, as
+``nobody`` when the grader is root. `Sandbox.spawn` gives a fresh `Runner` per notebook; `Limits` say what it may use.
 """
 from __future__ import annotations
 
-import atexit
-import functools
 import json
 import os
 import secrets
@@ -23,11 +21,11 @@ from typing import IO
 
 from .cgroups import MemoryCgroup
 from .channel import BadMessage, Channel
-from .messages import language
-from . import sandbox_tree
+from .words import language
 from .zygote import ENV, GRADING
 
-__all__ = ["Limits", "Sandbox", "SandboxError", "Runner", "sandbox_available", "remove_leftovers", "log_tail"]
+__all__ = ["Limits", "Sandbox", "SandboxError", "Runner", "sandbox_available", "remove_leftovers", "leftover_prefix",
+           "log_tail", "COURSE_PACKAGES"]
 
 SYSTEM = ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin")
 ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/nsswitch.conf", "/etc/passwd",
@@ -37,21 +35,16 @@ SANDBOX_USER = (65534, 65534)
 """``nobody``: the sandbox's user when the grader runs as root."""
 
 
-@functools.cache
-def _staged_tree() -> Path:
-    """This process's staged folder (`autograde.sandbox_tree.stage`), written once, removed at exit."""
-    from .exercises import chapter_ids
-
-    folder = Path(tempfile.mkdtemp(prefix=_leftover_prefix(os.getpid()) + "tree-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return sandbox_tree.stage(folder, chapter_ids())
+COURSE_PACKAGES = ("autograde", "notebook_sandbox", "intake", "class_report", "tfm_ref", "tfm_lab", "tfm_widgets",
+                   "editions")
+"""The course's packages: a copy installed in site-packages (a non-editable install) is hidden in the sandbox,
+which imports the staged tree alone."""
 
 
 def _installed_copies() -> list[str]:
-    """Copies of autograde or tfm_ref in site-packages (a non-editable install): the sandbox hides them."""
     import site
 
-    return [os.path.join(folder, name) for folder in site.getsitepackages() for name in ("autograde", "tfm_ref", "tfm_lab")
+    return [os.path.join(folder, name) for folder in site.getsitepackages() for name in COURSE_PACKAGES
             if os.path.isdir(os.path.join(folder, name))]
 
 
@@ -69,15 +62,15 @@ def log_tail(log: IO[bytes], chars: int = 2000) -> str:
     return log.read().decode(errors="replace")[-chars:].strip() or "(no output)"
 
 
-def _leftover_prefix(pid: int) -> str:
+def leftover_prefix(pid: int) -> str:
     """How the cgroup and the staging folder of process ``pid``'s sandboxes are named."""
     return f"autograde-{pid}-"
 
 
 def remove_leftovers(pid: int) -> None:
     """Remove the cgroups and staging folders of process ``pid``'s sandboxes, left when it was killed."""
-    MemoryCgroup.remove_named(_leftover_prefix(pid))
-    for stage in Path(tempfile.gettempdir()).glob(_leftover_prefix(pid) + "*"):
+    MemoryCgroup.remove_named(leftover_prefix(pid))
+    for stage in Path(tempfile.gettempdir()).glob(leftover_prefix(pid) + "*"):
         shutil.rmtree(stage, ignore_errors=True)
 
 
@@ -133,11 +126,11 @@ class Runner:
 class Sandbox:
     """One slot's container (see the module docstring): `launch`, `wait_ready`, then `spawn`/`end`."""
 
-    def __init__(self, limits: Limits, name: str = "slot"):
+    def __init__(self, limits: Limits, tree: Path, name: str = "slot"):
         if not sandbox_available():
             raise SandboxError("grading needs bubblewrap (the `bwrap` command): install the Debian package "
                                "`bubblewrap` (make test does it)")
-        self.limits, self.name = limits, name
+        self.limits, self.tree, self.name = limits, tree, name
         self._process: subprocess.Popen | None = None
         self._control: socket.socket | None = None
         self._log = tempfile.TemporaryFile()
@@ -150,18 +143,19 @@ class Sandbox:
     def launch(self) -> None:
         """Start the container; it warms up while the caller does something else."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.cgroup = MemoryCgroup.create(f"{_leftover_prefix(os.getpid())}{self.name}-{secrets.token_hex(3)}")
-        command = [sys.executable, "-m", "autograde.launcher"]
+        self.cgroup = MemoryCgroup.create(f"{leftover_prefix(os.getpid())}{self.name}-{secrets.token_hex(3)}")
+        command = [sys.executable, "-m", "notebook_sandbox.launcher"]
         if self.cgroup:
             command += ["--cgroup", str(self.cgroup.procs)]
         binds = self._binds()
         if os.geteuid() == 0:
             command += ["--user", "%d:%d" % SANDBOX_USER]
             binds = self._staged(binds, command)
-        command += ["--", *self._bwrap(binds), sys.executable, "-m", "autograde.zygote", str(theirs.fileno())]
+        command += ["--", *self._bwrap(binds), sys.executable, "-m", "notebook_sandbox.zygote", str(theirs.fileno())]
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=self._log, pass_fds=[theirs.fileno()], cwd="/",
-                                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+                                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                                              "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
         theirs.close()
         self._control = ours
 
@@ -256,18 +250,17 @@ class Sandbox:
             raise SandboxError(f"the sandbox stopped ({what}): {log_tail(self._log)}")
         return json.loads(message)
 
-    @staticmethod
-    def _binds() -> list[tuple[str, str]]:
+    def _binds(self) -> list[tuple[str, str]]:
         """Every (host path, sandbox path) shown read-only besides the system's: this Python and its environment,
-        and the staged tree at ``/grading``; never the checkout's own `autograde` and `tfm_ref`."""
+        and the staged tree at ``/grading``; never the checkout's own packages."""
         paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
         paths = sorted(p for p in paths if os.path.exists(p))
         paths = [p for p in paths if not any(p.startswith(other + os.sep) for other in paths)]  # nested: covered
-        return [(p, p) for p in paths] + [(str(_staged_tree()), GRADING)]
+        return [(p, p) for p in paths] + [(str(self.tree), GRADING)]
 
     def _staged(self, binds: list[tuple[str, str]], command: list[str]) -> list[tuple[str, str]]:
         """As root: each bind's source is first mounted by the launcher under a folder ``nobody`` may enter."""
-        self._stage = tempfile.mkdtemp(prefix=_leftover_prefix(os.getpid()))
+        self._stage = tempfile.mkdtemp(prefix=leftover_prefix(os.getpid()))
         os.chmod(self._stage, 0o755)
         staged = []
         for index, (path, inside) in enumerate(binds):
@@ -283,7 +276,7 @@ class Sandbox:
             args += ["--ro-bind-try", path, path]
         for source, target in binds:
             args += ["--ro-bind", source, target]
-        for hidden in _installed_copies():  # an installed autograde or tfm_ref beside the environment's packages
+        for hidden in _installed_copies():
             args += ["--tmpfs", hidden]
         args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/",
                  "--unshare-all", "--die-with-parent", "--new-session", "--chdir", "/tmp", "--clearenv"]

@@ -5,7 +5,7 @@ sandbox needs no catalogue and holds no answer::
     {"kind": "module", "kwargs": {...}, "load": True, "training": False[, "init": {...}]}   built, weights loaded
     {"kind": "pair", "parts": [["post.", plan], ["pre.", plan]]} two modules on the same inputs: (out, out)
     {"kind": "raises", "error": "ValueError", "raised": "...", "returned": "..."}   what a call does, in words
-    {"kind": "driver", "name": "train_steps"}                   the function run by a driver (`autograde.drivers`)
+    {"kind": "driver", "name": "train_steps"}                   the function run by a driver (`notebook_sandbox.drivers`)
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from .evaluation import CheckFailed
-from .messages import N_, _
+from .words import N_, _
 
 __all__ = ["build", "module_parameters", "SideBySide"]
 

@@ -1,6 +1,6 @@
 """Drivers: what a check compares where the exercise is a step of a loop (chapter 10's ``train_step`` and
 ``fit``): the same loop around the function under test on both sides, returning plain tensors and words.
-The sandbox runs one by name (`autograde.building`'s ``{"kind": "driver"}``); it holds no answer.
+The sandbox runs one by name (`notebook_sandbox.building`'s ``{"kind": "driver"}``); it holds no answer.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from .display import brief
 from .evaluation import CheckFailed
-from .messages import _
+from .words import _
 
 __all__ = ["DRIVERS"]
 

@@ -2,7 +2,7 @@
 
 It holds the slot's pristine process and its notebook; once warm, its limit is what it uses plus the
 notebook's allowance, so the kernel stops a notebook however many processes it spreads its memory over.
-Without a cgroup the runner's address-space rlimit is the limit (`autograde.isolation.limit_resources`).
+Without a cgroup the runner's address-space rlimit is the limit (`notebook_sandbox.isolation.limit_resources`).
 """
 from __future__ import annotations
 

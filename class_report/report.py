@@ -1,4 +1,4 @@
-"""``python -m autograde report``: what the class got wrong, on one self-contained HTML page.
+"""``python -m class_report``: what the class got wrong, on one self-contained HTML page.
 
 Reads what ``grade`` wrote in OUT and the mistake catalogues; writes OUT/report.html (inline SVG and CSS, no
 script) in the words of ``locales/<language>/LC_MESSAGES/report.po``. Its sections: autograde/README.md.
@@ -22,13 +22,12 @@ from datetime import datetime, timezone
 from functools import cache, cached_property
 from pathlib import Path
 
+from autograde import messages
+from autograde.autograded import ERROR_NAMES
+from autograde.feedback import anchor
+from autograde.records import CHECK_COLUMNS, CSV_COLUMNS, unescaped, write_atomically
 from editions.assignments import ROOT
-
-from . import messages
-from .collection import shown as _shown
-from .autograded import ERROR_NAMES
-from .feedback import anchor
-from .records import CHECK_COLUMNS, CSV_COLUMNS, unescaped, write_atomically
+from intake.collection import shown as _shown
 
 __all__ = ["ReportError", "Results", "Row", "Check", "read_results", "class_report", "write_report", "languages",
            "CATALOGUE", "TIME_FLAGS", "PAGE_NAME"]
@@ -177,7 +176,7 @@ def read_results(out: Path) -> Results:
 def _catalogue(exercise_key: str) -> tuple[dict, tuple[str, ...]]:
     """An exercise's mistakes by name (`autograde.spec.Mistake`) and the keys of the exercises it uses; none of either
     if it is gone from the catalogue."""
-    from .spec import get_exercise
+    from autograde.spec import get_exercise
 
     chapter = exercise_key.rpartition(".")[0]
     try:
@@ -242,7 +241,7 @@ class _Notebooks:
 
     def alike(self, assignment: str, one: str, other: str) -> list[str]:
         """The solution cells two students wrote alike (`autograde.similarity`); cells left as the stub are skipped."""
-        from .similarity import MIN_FINGERPRINTS, OVERLAP, fingerprints
+        from autograde.similarity import MIN_FINGERPRINTS, OVERLAP, fingerprints
 
         mine, theirs = self.solutions(one, assignment), self.solutions(other, assignment)
         found = []
@@ -435,7 +434,7 @@ def languages() -> list[str]:
 def _locales() -> Path:
     if (ROOT / "locales").is_dir():
         return ROOT / "locales"
-    from .course import default_root  # installed as a package: the course root's checkout
+    from autograde.course import default_root  # installed as a package: the course root's checkout
 
     return default_root() / "locales"
 
@@ -476,7 +475,7 @@ def _key(exercise: str) -> str:
 
 @cache
 def _style() -> str:
-    return (Path(__file__).parent / "templates" / "report" / "report.css").read_text(encoding="utf-8")
+    return Path(__file__).with_name("report.css").read_text(encoding="utf-8")
 
 
 class _Page:

@@ -1,5 +1,5 @@
 """The models the checks send into the sandbox: an untrained `tfm_ref.Transformer` for decoding and training
-exercises (chapters 8 and 10), registered to travel as config and state dict (`autograde.wire`). The runner
+exercises (chapters 8 and 10), registered to travel as config and state dict (`notebook_sandbox.wire`). The runner
 imports it only once the grader has sent tfm_ref's model code (`autograde.sandbox_tree`).
 """
 from __future__ import annotations

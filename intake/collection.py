@@ -1,5 +1,5 @@
 """Finding the submissions to grade: nbgrader's layout, in a folder or a .zip, or an LMS's download. What a
-student hands in costs only that student's row when refused (when each was handed in: `autograde.submission_times`);
+student hands in costs only that student's row when refused (when each was handed in: `intake.submission_times`);
 the rules: autograde/README.md ("Collection", "Student ids").
 """
 from __future__ import annotations

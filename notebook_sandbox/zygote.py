@@ -1,4 +1,4 @@
-"""The pristine process (``python -m autograde.zygote CONTROL_FD``, one per slot) that forks a fresh, isolated
+"""The pristine process (``python -m notebook_sandbox.zygote CONTROL_FD``, one per slot) that forks a fresh, isolated
 runner per notebook: warmed once, it only forks, so every runner starts warm from the same state. A *warden*
 enters fresh namespaces and shows only the assignment's tfm_ref; the *runner* is PID 1 below it::
 
@@ -14,7 +14,7 @@ import signal
 import socket
 import sys
 
-from .messages import ENVIRONMENT
+from .words import ENVIRONMENT
 
 __all__ = ["main"]
 
@@ -46,7 +46,7 @@ def _warm_up() -> None:
     from .building import build, module_parameters
     from .evaluation import evaluate
     from .inputs import Call
-    from .messages import languages, translations
+    from .words import languages, translations
 
     for name in languages():  # each runner finds the checks' words read
         translations(name)
@@ -111,7 +111,7 @@ def _spawn(control: socket.socket, data_fd: int, assignment: str, limits: dict, 
             control.close()
             _warden(data_fd, assignment, limits, language)
         except BaseException as error:
-            print(f"autograde.zygote: could not isolate a runner: {error}", file=sys.stderr, flush=True)
+            print(f"notebook_sandbox.zygote: could not isolate a runner: {error}", file=sys.stderr, flush=True)
         finally:
             os._exit(126)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .messages import _
+from .words import _
 
 __all__ = ["show", "show_named", "labelled", "brief", "indent"]
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .messages import _
+from .words import _
 
 __all__ = ["WireError", "encode", "decode", "register_module", "DTYPES", "MAX_DEPTH", "MAX_ITEMS"]
 
@@ -142,7 +142,7 @@ def _encode_module(module: nn.Module, blobs: list[bytes], path: str, depth: int,
     kind = type(module)
     name = f"{kind.__module__}.{kind.__qualname__}"
     if _MODULES.get(name, None) is None or _MODULES[name].cls is not kind:
-        raise WireError(f"{path}: modules of class {name} are not registered to travel (autograde.wire.register_module)")
+        raise WireError(f"{path}: modules of class {name} are not registered to travel (notebook_sandbox.wire.register_module)")
     init = _encode(_MODULES[name].describe(module), blobs, f"{path}.init", True, depth + 1, count)
     state = _encode(dict(module.state_dict()), blobs, f"{path}.state", False, depth + 1, count)
     return {"t": "module", "class": name, "init": init, "state": state, "training": module.training}
