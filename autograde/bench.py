@@ -23,6 +23,8 @@ def bench(n_students: int = 8, jobs: tuple[int, ...] = (1, 2), assignments: list
     """Seconds per notebook for each number of jobs; with ``scheduler``, for the cluster's number of workers
     (the class is written under ``where``, which the workers must see)."""
     assignments = assignments or assignment_ids()
+    if where is not None:
+        where.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=where) as tmp:
         course = make_course(Path(tmp) / "course", assignments)
         release(assignments, root=course)

@@ -161,3 +161,15 @@ def test_a_formula_for_a_name_keeps_its_score_out_of_the_gradebook(hostile_class
     assert float(row["score"]) == 10 and "unexportable-student-id" in row["flags"].split(";")
     with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
         assert sorted(s.student.id for s in gb.assignment_submissions(A)) == ["forger", "hoarder", "honest"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sandbox_available(), reason="needs bubblewrap (bwrap)")
+def test_bench_grades_a_generated_class_in_a_folder_it_makes_and_leaves_nothing_there(tmp_path, capsys):
+    from autograde.bench import bench
+
+    where = tmp_path / "not" / "yet"
+    timings = bench(n_students=1, jobs=(1,), assignments=[A], where=where)
+    assert list(timings) == [1] and timings[1] > 0
+    assert "1 notebooks, 1 job(s)" in capsys.readouterr().out
+    assert where.is_dir() and not any(where.iterdir())
