@@ -1,4 +1,4 @@
-"""``python -m class_report [OUT]``: bring grades.csv in step with the scores given by hand in formgrader since
+"""python -m class_report [OUT]: bring OUT/grades.csv in step with the scores given by hand in formgrader since
 grading, then write the class report, OUT/report.html."""
 from __future__ import annotations
 
