@@ -66,9 +66,13 @@ def _reexported(name: str) -> bool:
     return callable(found) and not str(getattr(found, "__module__", "")).startswith("tfm_widgets")
 
 
+GRADER = ("autograde", "notebook_sandbox", "intake", "class_report")
+"""The grading code's packages (`notebook_sandbox` is the runner itself): a notebook has no use for them."""
+
+
 def _guarded(module: str | None) -> bool:
     """Is ``module`` (what a name was imported as) one the grader relies on, whose attributes a cell must not set?"""
-    return module is not None and (module.split(".")[0] in ("torch", "numpy", "tfm_ref", "autograde", "math", "json",
+    return module is not None and (module.split(".")[0] in ("torch", "numpy", "tfm_ref", *GRADER, "math", "json",
                                                             "struct", "socket", "select")  # the runner's channel's
                                    or module in ("sys", "builtins"))
 
@@ -124,7 +128,7 @@ def _module_flags(module: str) -> set[str]:
     flags = set()
     if top == "tfm_ref" or (top == "tfm_widgets" and _reexported(module)):
         flags.add("imports-reference")
-    if top == "autograde":
+    if top in GRADER:
         flags.add("imports-grader")
     if top in _COMMAND_MODULES or module in ("os.system", "os.popen"):
         flags.add("runs-commands")

@@ -8,6 +8,9 @@ from autograde.audit import audit
 @pytest.mark.parametrize(("code", "flag"), [
     ("import tfm_ref\nsoftmax = tfm_ref.softmax", "imports-reference"),
     ("from autograde.checking import compare", "imports-grader"),
+    ("import notebook_sandbox.runner as runner", "imports-grader"),
+    ("from intake import collection", "imports-grader"),
+    ("import notebook_sandbox.wire as wire\nwire.encode = lambda *a, **k: None", "patches-modules"),
     ("import torch\ntorch.allclose = lambda *a, **k: True", "patches-modules"),
     ("import torch\nsetattr(torch, 'allclose', None)", "patches-modules"),
     ("def f(): pass\nf.__code__ = (lambda: 1).__code__", "patches-modules"),
