@@ -27,7 +27,7 @@ from notebook_sandbox.check_models import MODEL_SOURCES
 from notebook_sandbox.container import leftover_prefix
 
 from .code_names import named_objects
-from .exercises import exercises_of
+from .exercises import chapter_ids, exercises_of
 
 __all__ = ["stage", "staged", "withheld", "origin", "model_sources", "answered_by_models", "RUNTIME"]
 
@@ -278,8 +278,6 @@ def stage(destination: Path, assignments: Iterable[str]) -> Path:
 def staged() -> Path:
     """This process's staged folder, for every assignment: written once, removed at exit (or by
     `notebook_sandbox.container.remove_leftovers` when the process was killed)."""
-    from .exercises import chapter_ids
-
     folder = Path(tempfile.mkdtemp(prefix=leftover_prefix(os.getpid()) + "tree-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return stage(folder, chapter_ids())
