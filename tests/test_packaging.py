@@ -56,6 +56,14 @@ def test_every_import_of_a_part_is_declared_for_it(part):
     assert not missing, f"{part} imports packages its extras do not declare: {missing}"
 
 
+def test_the_sandbox_hides_an_installed_copy_of_every_package_pyproject_installs():
+    """The sandbox's list of the course's packages is a literal (an installed grader has no pyproject.toml): it
+    must name every package an install puts in site-packages, or an installed copy of it stays visible."""
+    from notebook_sandbox.container import COURSE_PACKAGES
+
+    assert sorted(COURSE_PACKAGES) == sorted(course_packages())
+
+
 @pytest.mark.parametrize(("module", "absent"), [
     ("autograde.audit", ("torch", "nbgrader")),
     ("autograde", ("torch", "nbformat")),
